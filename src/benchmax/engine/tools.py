@@ -1,0 +1,258 @@
+"""Tool declarations and tool calls: validation, dispatch, result serialisation.
+
+Everything the model sends here is untrusted: names, ids and arguments are
+checked before env code sees them, and a malformed call becomes an error message
+to the model rather than an exception in the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import orjson
+
+from benchmax.envs.base_env import BaseEnv
+from benchmax.envs.errors import EnvDefinitionError, RolloutFailure, ToolError
+from benchmax.envs.termination import TerminationReason
+from benchmax.envs.types import Message, Tool
+
+logger = logging.getLogger("benchmax.tools")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_RESERVED = frozenset({"self", "rollout_id", "tool_name"})
+
+
+def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
+    """Check OpenAI function-tool declarations; returns them by name.
+
+    Raises :class:`EnvDefinitionError` naming the offending tool, so a typo in a
+    schema fails the run before any model call.
+    """
+    if not isinstance(tools, list | tuple):
+        raise EnvDefinitionError(f"{owner}.list_tools() must return a list, got {type(tools).__name__}")
+    by_name: dict[str, Tool] = {}
+    for index, tool in enumerate(tools):
+        where = f"{owner}.list_tools()[{index}]"
+        if not isinstance(tool, Mapping):
+            raise EnvDefinitionError(f"{where}: a tool must be a dict, got {type(tool).__name__}")
+        if tool.get("type") != "function":
+            raise EnvDefinitionError(f"{where}: 'type' must be 'function', got {tool.get('type')!r}")
+        function = tool.get("function")
+        if not isinstance(function, Mapping):
+            raise EnvDefinitionError(f"{where}: missing the 'function' object")
+        name = function.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise EnvDefinitionError(
+                f"{where}: function.name must match [A-Za-z0-9_.-]{{1,64}}, got {name!r}"
+            )
+        where = f"{where} ({name!r})"
+        if name in by_name:
+            raise EnvDefinitionError(f"{where}: duplicate tool name")
+        description = function.get("description")
+        if description is not None and not isinstance(description, str):
+            raise EnvDefinitionError(f"{where}: function.description must be a string")
+        parameters = function.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, Mapping):
+                raise EnvDefinitionError(f"{where}: function.parameters must be a JSON Schema object")
+            try:
+                jsonschema.validators.validator_for(parameters).check_schema(parameters)
+            except jsonschema.SchemaError as exc:
+                path = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+                raise EnvDefinitionError(
+                    f"{where}: invalid JSON Schema in function.parameters at {path}: {exc.message}"
+                ) from None
+            if parameters.get("type", "object") != "object":
+                raise EnvDefinitionError(
+                    f"{where}: function.parameters must describe an object (type: object)"
+                )
+        try:
+            orjson.dumps(tool)
+        except TypeError as exc:
+            raise EnvDefinitionError(f"{where}: not JSON-serialisable ({exc})") from None
+        by_name[name] = dict(tool)
+    return by_name
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStop:
+    """A tool call that ends the rollout."""
+
+    reason: str
+    error: str
+
+
+def parse_tool_calls(message: Mapping[str, Any], *, turn: int) -> list[ToolCall]:
+    """Normalise the assistant message's tool calls; junk entries become named errors."""
+    raw_calls = message.get("tool_calls")
+    if not raw_calls:
+        return []
+    if not isinstance(raw_calls, list):
+        raw_calls = [raw_calls]
+    calls = []
+    for index, raw in enumerate(raw_calls):
+        call_id = f"call_{turn}_{index}"
+        name = ""
+        arguments = ""
+        if isinstance(raw, Mapping):
+            if isinstance(raw.get("id"), str) and raw["id"]:
+                call_id = raw["id"][:200]
+            function = raw.get("function")
+            if isinstance(function, Mapping):
+                name = function.get("name") if isinstance(function.get("name"), str) else ""
+                args = function.get("arguments")
+                if isinstance(args, str):
+                    arguments = args
+                elif isinstance(args, Mapping):
+                    arguments = orjson.dumps(args).decode()
+                elif args is None:
+                    arguments = "{}"
+                else:
+                    arguments = repr(args)[:1000]
+        calls.append(ToolCall(call_id, name[:200], arguments))
+    return calls
+
+
+def assistant_message(message: Mapping[str, Any], calls: Sequence[ToolCall], max_chars: int) -> Message:
+    """The transcript form of a model turn (content never null: some servers reject it)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
+    elif content is not None and not isinstance(content, str):
+        content = str(content)
+    result: Message = {"role": "assistant", "content": truncate(content or "", max_chars)}
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            result[key] = truncate(value, max_chars)
+    if calls:
+        result["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": truncate(call.arguments, max_chars)},
+            }
+            for call in calls
+        ]
+    return result
+
+
+def truncate(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
+
+
+def serialise_result(result: object, max_chars: int) -> str | list[Any]:
+    """Tool results: strings as is, content-part lists passed through, the rest as compact JSON."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return truncate(result, max_chars)
+    if isinstance(result, list) and result and all(_is_content_part(part) for part in result):
+        return [
+            {**part, "text": truncate(part["text"], max_chars)} if part.get("type") == "text" else part
+            for part in result
+        ]
+    try:
+        text = orjson.dumps(result, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
+    except TypeError:
+        text = str(result)
+    return truncate(text, max_chars)
+
+
+def _is_content_part(part: object) -> bool:
+    if not isinstance(part, Mapping):
+        return False
+    if part.get("type") == "text":
+        return isinstance(part.get("text"), str)
+    return part.get("type") == "image_url" and isinstance(part.get("image_url"), Mapping)
+
+
+async def run_tool_calls(
+    env: BaseEnv,
+    rollout_id: str,
+    calls: Sequence[ToolCall],
+    known: Mapping[str, Tool],
+    *,
+    timeout: float | None,
+    max_chars: int,
+) -> tuple[list[Message], ToolStop | None]:
+    """Run one turn's calls concurrently; tool messages keep the calls' order."""
+    if len(calls) == 1:
+        outcomes = [await _run_one(env, rollout_id, calls[0], known, timeout, max_chars)]
+    else:
+        outcomes = await asyncio.gather(
+            *(_run_one(env, rollout_id, call, known, timeout, max_chars) for call in calls)
+        )
+    messages: list[Message] = []
+    stop: ToolStop | None = None
+    for call, outcome in zip(calls, outcomes, strict=True):
+        if isinstance(outcome, ToolStop):
+            stop = stop or outcome
+            messages.append(_tool_message(call, f"error: {outcome.error}"))
+        else:
+            messages.append(_tool_message(call, outcome))
+    return messages, stop
+
+
+def _tool_message(call: ToolCall, content: str | list[Any]) -> Message:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+
+async def _run_one(
+    env: BaseEnv,
+    rollout_id: str,
+    call: ToolCall,
+    known: Mapping[str, Tool],
+    timeout: float | None,
+    max_chars: int,
+) -> str | list[Any] | ToolStop:
+    if call.name not in known:
+        available = ", ".join(sorted(known)) or "none"
+        return f"error: unknown tool {call.name!r}; available tools: {available}"
+    try:
+        arguments = orjson.loads(call.arguments or "{}")
+    except orjson.JSONDecodeError as exc:
+        return f"error: tool arguments are not valid JSON ({exc}); send a JSON object"
+    if not isinstance(arguments, dict):
+        return f"error: tool arguments must be a JSON object, got {type(arguments).__name__}"
+    clash = _RESERVED.intersection(arguments)
+    if clash:
+        return f"error: argument names {sorted(clash)} are reserved; rename them"
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            result = await env.run_tool(rollout_id, call.name, **arguments)
+    except ToolError as exc:
+        return truncate(f"error: {exc}", max_chars)
+    except RolloutFailure as exc:
+        return ToolStop(exc.reason, exc.message or exc.reason)
+    except TimeoutError:
+        return ToolStop(
+            TerminationReason.TIMEOUT,
+            f"tool call {call.name!r} ran past its {timeout:g}s limit",
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.exception("tool %r raised %s", call.name, type(exc).__name__)
+        return ToolStop(TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+    logger.debug("tool %s ran in %.3fs", call.name, time.perf_counter() - started)
+    return serialise_result(result, max_chars)

@@ -1,0 +1,252 @@
+"""A scripted OpenAI-compatible chat server for tests, demos and fault drills.
+
+Each conversation can carry its own script: a line ``#script: [...]`` in any
+prompt message holds a JSON list of steps, and step *n* answers the request
+that already has *n* assistant messages. Without a script a policy callable (by
+default an echo) answers. Steps::
+
+    {"content": "42"}                                  final answer
+    {"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}
+    {"content": "...", "finish_reason": "length"}
+    {"error": "context"}                               400 context_length_exceeded
+    {"status": 400, "message": "bad"}                  plain HTTP error
+    {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
+    {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
+    {"fail": {"reset": true, "times": 1}, ...}         connection dropped first
+    {"sleep": 1.5, "content": "slow"}                  delay before answering
+
+It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
+as a process: ``python -m benchmax.testing.server --port 8000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+Policy = Callable[[dict[str, Any]], Mapping[str, Any]]
+_SCRIPT = re.compile(r"#script:\s*(\[.*\])\s*$", re.MULTILINE | re.DOTALL)
+
+
+def echo_policy(body: dict[str, Any]) -> dict[str, Any]:
+    """Answer with the last message's text."""
+    messages = body.get("messages") or [{}]
+    content = messages[-1].get("content")
+    return {"content": f"echo: {content if isinstance(content, str) else ''}"}
+
+
+def find_script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str) and "#script:" in content:
+            match = _SCRIPT.search(content)
+            if match:
+                return orjson.loads(match.group(1))
+    return None
+
+
+class ScriptedServer:
+    """The server, its request log and its fault counters."""
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token_ids: bool = False,
+        keep_requests: int = 10_000,
+    ) -> None:
+        self.policy = policy or echo_policy
+        self.host = host
+        self.port = port
+        self.token_ids = token_ids
+        self.keep_requests = keep_requests
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.counts: Counter[str] = Counter()
+        self._attempts: Counter[str] = Counter()
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread = threading.Thread(target=self._serve, name="scripted-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("scripted server did not start within 10s")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        loop.run_until_complete(self.start())
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return _error(400, "request body is not JSON")
+        self.counts["requests"] += 1
+        if len(self.requests) < self.keep_requests:
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
+        messages = body.get("messages") or []
+        turn = sum(1 for message in messages if message.get("role") == "assistant")
+        script = find_script(messages)
+        if script is not None:
+            step = dict(script[turn]) if turn < len(script) else {"content": "(script ended)"}
+        else:
+            step = dict(self.policy(body))
+        fail = step.get("fail")
+        if fail:
+            key = hashlib.sha1(orjson.dumps(messages)).hexdigest()
+            self._attempts[key] += 1
+            if self._attempts[key] <= int(fail.get("times", 1)):
+                return await self._fault(request, fail)
+        if step.get("sleep"):
+            await asyncio.sleep(float(step["sleep"]))
+        if step.get("error") == "context":
+            self.counts["context_errors"] += 1
+            return _error(
+                400,
+                "This model's maximum context length is 2048 tokens.",
+                code="context_length_exceeded",
+            )
+        if "status" in step:
+            self.counts[f"status_{step['status']}"] += 1
+            return _error(int(step["status"]), str(step.get("message", "scripted error")))
+        return web.Response(body=self._completion(body, step), content_type="application/json")
+
+    async def _fault(self, request: web.Request, fail: Mapping[str, Any]) -> web.StreamResponse:
+        if fail.get("malformed"):
+            self.counts["malformed"] += 1
+            return web.Response(body=b'{"choices": [', content_type="application/json")
+        if fail.get("reset"):
+            self.counts["resets"] += 1
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
+        if fail.get("hang"):
+            self.counts["hangs"] += 1
+            await asyncio.sleep(float(fail["hang"]))
+        status = int(fail.get("status", 500))
+        self.counts[f"status_{status}"] += 1
+        headers = {}
+        if "retry_after" in fail:
+            headers["Retry-After"] = str(fail["retry_after"])
+        return _error(status, "scripted fault", headers=headers)
+
+    def _completion(self, body: dict[str, Any], step: Mapping[str, Any]) -> bytes:
+        message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
+        calls = step.get("tool_calls")
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.get("id", f"call_{index}"),
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": call["arguments"]
+                        if isinstance(call.get("arguments"), str)
+                        else orjson.dumps(call.get("arguments", {})).decode(),
+                    },
+                }
+                for index, call in enumerate(calls)
+            ]
+            if step.get("content") is None:
+                message["content"] = None
+        finish = step.get("finish_reason") or ("tool_calls" if calls else "stop")
+        text = message.get("content") or ""
+        prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+        completion_tokens = max(1, len(text) // 4)
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        data: dict[str, Any] = {
+            "id": f"chatcmpl-{self.counts['requests']}",
+            "object": "chat.completion",
+            "model": body.get("model", "scripted"),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": max(1, prompt_chars // 4),
+                "completion_tokens": completion_tokens,
+                "total_tokens": max(1, prompt_chars // 4) + completion_tokens,
+            },
+        }
+        if self.token_ids:
+            data["prompt_token_ids"] = [ord(c) % 256 for c in str(body.get("messages"))][:64]
+            choice["token_ids"] = [ord(c) % 256 for c in text] or [0]
+            choice["logprobs"] = {
+                "content": [{"token": c, "logprob": -0.5} for c in (text or " ")]
+            }
+        return orjson.dumps(data)
+
+
+def _error(status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
+    payload = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+    return web.Response(
+        status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--token-ids", action="store_true")
+    args = parser.parse_args()
+    server = ScriptedServer(host=args.host, port=args.port, token_ids=args.token_ids)
+    web.run_app(server.app(), host=args.host, port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()
