@@ -92,7 +92,10 @@ class ModelClient(Protocol):
     The HTTP client is one; the trainer's in-process policy is another.
     """
 
-    async def chat(self, body: dict[str, Any]) -> ChatResult: ...
+    async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        """One turn. ``rollout_id`` lets a stateful client (a token-accumulating
+        in-process policy) keep per-rollout state; HTTP clients ignore it."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -152,7 +155,7 @@ class HttpModelClient:
             self._loop = loop
         return self._session
 
-    async def chat(self, body: dict[str, Any]) -> ChatResult:
+    async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
         session = self._ensure_session()
         assert self._semaphore is not None
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)

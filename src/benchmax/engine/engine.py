@@ -254,7 +254,7 @@ class Engine:
             started_at = time.time()
             clock = time.perf_counter()
             try:
-                result = await client.chat(body)
+                result = await client.chat(body, rollout_id=request.rollout_id)
             except ModelError as error:
                 attempt.reason = error.reason
                 attempt.error = str(error)
