@@ -10,6 +10,7 @@ budget. API keys live only in request headers; nothing here logs or stores them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import random
@@ -221,10 +222,8 @@ class HttpModelClient:
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None and not session.closed:
-            try:
+            with contextlib.suppress(RuntimeError):
                 await session.close()
-            except RuntimeError:
-                pass
 
 
 class ClientPool:

@@ -8,6 +8,7 @@ belongs to whoever constructed the env (the runner, a trainer).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -17,8 +18,13 @@ from typing import Any
 import orjson
 
 from benchmax.engine import logs
-from benchmax.engine.client import ClientPool, ModelError, RetryPolicy
-from benchmax.engine.scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
+from benchmax.engine.client import ChatResult, ClientPool, ModelError, RetryPolicy
+from benchmax.engine.scoring import (
+    InvalidRewards,
+    check_group_rewards,
+    check_rewards,
+    merge_rewards,
+)
 from benchmax.engine.tools import (
     assistant_message,
     parse_tool_calls,
@@ -263,22 +269,7 @@ class Engine:
             calls = parse_tool_calls(result.message, turn=turn)
             messages.append(assistant_message(result.message, calls, config.max_content_chars))
 
-            def record(tool_seconds: float = 0.0, ran: int = 0) -> None:
-                attempt.turns.append(
-                    TurnRecord(
-                        index=turn,
-                        started_at=started_at,
-                        model_seconds=model_seconds,
-                        tool_seconds=tool_seconds,
-                        finish_reason=result.finish_reason,
-                        usage=result.usage,
-                        tool_calls=ran,
-                        prompt_token_ids=result.prompt_token_ids,
-                        completion_token_ids=result.completion_token_ids,
-                        completion_logprobs=result.completion_logprobs,
-                    )
-                )
-
+            record = functools.partial(_turn_record, attempt.turns, turn, started_at, model_seconds, result)
             if result.finish_reason == "length":
                 record()
                 attempt.reason = TerminationReason.OUTPUT_EXCEEDED
@@ -378,6 +369,31 @@ class Engine:
                 for attempt in scorable:
                     attempt.rewards = merged[attempt.request.rollout_id]
         return sink.freeze()
+
+
+def _turn_record(
+    turns: list[TurnRecord],
+    index: int,
+    started_at: float,
+    model_seconds: float,
+    result: ChatResult,
+    tool_seconds: float = 0.0,
+    tool_calls: int = 0,
+) -> None:
+    turns.append(
+        TurnRecord(
+            index=index,
+            started_at=started_at,
+            model_seconds=model_seconds,
+            tool_seconds=tool_seconds,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            tool_calls=tool_calls,
+            prompt_token_ids=result.prompt_token_ids,
+            completion_token_ids=result.completion_token_ids,
+            completion_logprobs=result.completion_logprobs,
+        )
+    )
 
 
 def _outcome(attempt: _Attempt) -> RolloutOutcome:

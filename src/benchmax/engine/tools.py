@@ -39,6 +39,8 @@ def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
         raise EnvDefinitionError(f"{owner}.list_tools() must return a list, got {type(tools).__name__}")
     by_name: dict[str, Tool] = {}
     for index, tool in enumerate(tools):
+        if tool is Ellipsis:
+            continue  # the spec's example writes ``return [...]`` for "no tools yet"
         where = f"{owner}.list_tools()[{index}]"
         if not isinstance(tool, Mapping):
             raise EnvDefinitionError(f"{where}: a tool must be a dict, got {type(tool).__name__}")
@@ -237,14 +239,21 @@ async def _run_one(
     if clash:
         return f"error: argument names {sorted(clash)} are reserved; rename them"
     started = time.perf_counter()
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             result = await env.run_tool(rollout_id, call.name, **arguments)
     except ToolError as exc:
         return truncate(f"error: {exc}", max_chars)
     except RolloutFailure as exc:
         return ToolStop(exc.reason, exc.message or exc.reason)
-    except TimeoutError:
+    except TimeoutError as exc:
+        if not deadline.expired():
+            # The tool's own TimeoutError (a slow upstream) is a tool failure, not our limit.
+            logger.error("tool %r raised TimeoutError", call.name, exc_info=exc)
+            return ToolStop(
+                TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised TimeoutError: {exc}"
+            )
         return ToolStop(
             TerminationReason.TIMEOUT,
             f"tool call {call.name!r} ran past its {timeout:g}s limit",

@@ -79,8 +79,8 @@ class BaseEnv(Environment):
 
     async def run_group(self, requests: Sequence[RolloutRequest]) -> dict[str, RolloutOutcome]:
         """Run one example's siblings through this env's default engine."""
-        outcomes = await self._default_engine().run_group(requests)
-        return {outcome.rollout_id: outcome for outcome in outcomes}
+        result = await self._default_engine().run_group(requests)
+        return result.by_id()
 
     def _default_engine(self) -> Engine:
         engine = self.__dict__.get("_benchmax_engine")

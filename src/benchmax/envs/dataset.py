@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
@@ -60,7 +61,7 @@ class JsonlDataset:
     def __init__(
         self,
         path: str | Path,
-        row_to_example: RowToExample | None = None,
+        row_to_example: RowToExample | EllipsisType | None = None,
         max_examples: int | None = None,
     ) -> None:
         if max_examples is not None and (
@@ -68,7 +69,8 @@ class JsonlDataset:
         ):
             raise ValueError(f"max_examples must be a non-negative int or None, got {max_examples!r}")
         self.path = Path(path)
-        self._row_to_example = row_to_example
+        # ``row_to_example=...`` is how the spec's own example spells "the default".
+        self._row_to_example = None if row_to_example is Ellipsis else row_to_example
         self._max_examples = max_examples
         self._examples = tuple(self._read())
 

@@ -41,6 +41,10 @@ class RunConfig:
     run_dir: Path | None = None
     pass_threshold: float = 1.0
     engine: EngineConfig = field(default_factory=EngineConfig)
+    executor: str = "local"
+    """``local`` (this process) or ``ray`` (a pool of Ray actors)."""
+    ray_address: str | None = None
+    workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax import __version__
-from benchmax.engine.engine import Engine, GroupResult
-from benchmax.envs.base_env import BaseEnv
+from benchmax.engine.engine import GroupResult
 from benchmax.envs.dataset import to_example
 from benchmax.envs.environment import Environment
-from benchmax.envs.errors import DatasetError, RolloutFailure
-from benchmax.envs.rollout import RolloutOutcome, RolloutRequest, SamplingParams, StaticBearerAuth
+from benchmax.envs.errors import DatasetError
+from benchmax.envs.rollout import RolloutRequest, SamplingParams, StaticBearerAuth
 from benchmax.envs.types import Example
 from benchmax.runner.config import EMBEDDED, RunConfig
 from benchmax.runner.env_spec import EnvSpec
+from benchmax.runner.executor import GroupExecutor, LocalExecutor
 from benchmax.store.reader import Run
 from benchmax.store.stats import RunStats
 from benchmax.store.writer import GroupWrite, RunWriter, StoreError
@@ -98,7 +98,7 @@ async def arun(
     session_start = time.time()
     previous_active = float(writer.meta().get("active_seconds") or 0.0)
     owned = env is None
-    engine: Engine | None = None
+    executor: GroupExecutor | None = None
     new_rollouts = 0
     client_stats: dict[str, Any] = {}
     try:
@@ -109,9 +109,8 @@ async def arun(
         else:
             default_dir = None
         writer.set_meta(env_class=f"{type(env).__module__}.{type(env).__qualname__}", status="running")
-        if isinstance(env, BaseEnv):
-            engine = Engine(env, config.engine)
-            await engine.start()
+        executor = make_executor(config, env)
+        await executor.start()
         data_dir = Path(config.data_dir or default_dir or Path.cwd())
         examples = await load_examples(env, config, data_dir)
         _check_examples(writer, examples, config.split, resume)
@@ -119,7 +118,7 @@ async def arun(
             writer.set_meta(model=model, base_url=base_url if config.base_url != EMBEDDED else EMBEDDED)
             auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
             new_rollouts = await _schedule(
-                config, env, engine, examples, writer, observer, base_url, model, auth
+                config, executor, examples, writer, observer, base_url, model, auth
             )
         for batch in writer.batches():
             await asyncio.to_thread(writer.fill_batch, batch)
@@ -140,9 +139,9 @@ async def arun(
             )
         raise
     finally:
-        if engine is not None:
-            client_stats = engine.clients.stats()
-            await engine.aclose()
+        if executor is not None:
+            client_stats = executor.stats()
+            await executor.aclose()
         if owned and env is not None:
             try:
                 await env.aclose()
@@ -217,8 +216,7 @@ async def _model_endpoint(config: RunConfig, run_dir: Path) -> AsyncIterator[tup
 
 async def _schedule(
     config: RunConfig,
-    env: Environment,
-    engine: Engine | None,
+    executor: GroupExecutor,
     examples: Sequence[Example],
     writer: RunWriter,
     observer: RunObserver | None,
@@ -261,10 +259,7 @@ async def _schedule(
                 for sample in range(size)
             ]
             started = time.time()
-            if engine is not None:
-                result = await engine.run_group(requests)
-            else:
-                result = await run_plain_group(env, requests)
+            result = await executor.run_group(requests)
             batch = _batch(index, per_batch)
             writer.write_group(
                 GroupWrite(
@@ -306,36 +301,18 @@ async def _schedule(
     return written
 
 
+def make_executor(config: RunConfig, env: Environment) -> GroupExecutor:
+    if config.executor == "local":
+        return LocalExecutor(env, config.engine)
+    if config.executor == "ray":
+        from benchmax.runner.ray_executor import RayExecutor
+
+        return RayExecutor(config)
+    raise ValueError(f"unknown executor {config.executor!r}; use 'local' or 'ray'")
+
+
 def _batch(index: int, per_batch: int | None) -> int:
     return 0 if per_batch is None else index // per_batch
-
-
-async def run_plain_group(env: Environment, requests: Sequence[RolloutRequest]) -> GroupResult:
-    """A custom ``Environment``'s group; an exception fails the group, never the run."""
-    now = time.time()
-    try:
-        outcomes = await env.run_group(requests)
-        return GroupResult(tuple(outcomes[request.rollout_id] for request in requests))
-    except Exception as exc:
-        reason = exc.reason if isinstance(exc, RolloutFailure) else "harness_error"
-        logger.exception("%s.run_group failed", type(env).__name__)
-        return GroupResult(
-            tuple(
-                RolloutOutcome(
-                    rewards={},
-                    termination_reason=reason,
-                    error=f"{type(exc).__name__}: {exc}",
-                    rollout_id=request.rollout_id,
-                    example_id=request.example.id,
-                    split=request.split,
-                    messages=[dict(m) for m in request.example.payload.get("prompt_messages", [])],
-                    started_at=now,
-                    ended_at=time.time(),
-                    sampling=request.sampling,
-                )
-                for request in requests
-            )
-        )
 
 
 def _install_sigterm() -> Any:

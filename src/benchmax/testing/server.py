@@ -10,6 +10,7 @@ default an echo) answers. Steps::
     {"content": "...", "finish_reason": "length"}
     {"error": "context"}                               400 context_length_exceeded
     {"status": 400, "message": "bad"}                  plain HTTP error
+    {"status": 400, "body": {...}}                     HTTP error with this exact JSON body
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
     {"fail": {"reset": true, "times": 1}, ...}         connection dropped first
@@ -165,6 +166,12 @@ class ScriptedServer:
             )
         if "status" in step:
             self.counts[f"status_{step['status']}"] += 1
+            if "body" in step:
+                return web.Response(
+                    status=int(step["status"]),
+                    body=orjson.dumps(step["body"]),
+                    content_type="application/json",
+                )
             return _error(int(step["status"]), str(step.get("message", "scripted error")))
         return web.Response(body=self._completion(body, step), content_type="application/json")
 
@@ -231,7 +238,9 @@ class ScriptedServer:
         return orjson.dumps(data)
 
 
-def _error(status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
+def _error(
+    status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
+) -> web.Response:
     payload = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
     return web.Response(
         status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
