@@ -11,7 +11,7 @@ from benchmax.engine.client import (
     ModelError,
     RetryPolicy,
 )
-from benchmax.engine.engine import Engine, EngineConfig, GroupResult
+from benchmax.engine.engine import Engine, EngineConfig, GroupResult, StoredRollout
 
 __all__ = [
     "ChatResult",
@@ -23,4 +23,5 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "RetryPolicy",
+    "StoredRollout",
 ]

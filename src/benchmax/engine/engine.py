@@ -11,7 +11,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +157,29 @@ class Engine:
         check_group(requests)
         if not self._started:
             await self.start()
-        tasks = [asyncio.create_task(self._attempt(request)) for request in requests]
+        tasks = [asyncio.create_task(self._attempt(request, self._chat_loop)) for request in requests]
+        return await self._settle(tasks)
+
+    async def rescore_group(
+        self, requests: Sequence[RolloutRequest], transcripts: Sequence[StoredRollout]
+    ) -> GroupResult:
+        """Score stored transcripts again with the env's current reward code, without the model.
+
+        Each rollout's context is entered as in a live run, so a reward that reads
+        per-rollout resources finds them; tools are not re-run.
+        """
+        check_group(requests)
+        if len(transcripts) != len(requests):
+            raise ValueError("rescore_group needs one stored transcript per request")
+        if not self._started:
+            await self.start()
+        tasks = [
+            asyncio.create_task(self._attempt(request, functools.partial(_replay, stored)))
+            for request, stored in zip(requests, transcripts, strict=True)
+        ]
+        return await self._settle(tasks)
+
+    async def _settle(self, tasks: list[asyncio.Task[_Attempt]]) -> GroupResult:
         try:
             attempts = await asyncio.gather(*tasks)
         except BaseException:
@@ -171,7 +193,9 @@ class Engine:
     async def aclose(self) -> None:
         await self.clients.aclose()
 
-    async def _attempt(self, request: RolloutRequest) -> _Attempt:
+    async def _attempt(
+        self, request: RolloutRequest, body: Callable[[_Attempt], Awaitable[None]]
+    ) -> _Attempt:
         payload = request.example.payload
         attempt = _Attempt(
             request=request,
@@ -184,7 +208,7 @@ class Engine:
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
                     async with self.env.rollout_context(request.rollout_id, request.example):
-                        await self._chat_loop(attempt)
+                        await body(attempt)
                         if attempt.scorable and self._has_reward:
                             await self._score(attempt)
                         attempt.sink.phase = "context"
@@ -369,6 +393,23 @@ class Engine:
                 for attempt in scorable:
                     attempt.rewards = merged[attempt.request.rollout_id]
         return sink.freeze()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRollout:
+    """A transcript as a run store kept it, for rescoring."""
+
+    messages: list[Message]
+    termination_reason: str
+    error: str | None = None
+    turns: tuple[TurnRecord, ...] = ()
+
+
+async def _replay(stored: StoredRollout, attempt: _Attempt) -> None:
+    attempt.messages[:] = [dict(message) for message in stored.messages]
+    attempt.turns[:] = stored.turns
+    attempt.reason = stored.termination_reason
+    attempt.error = stored.error
 
 
 def _turn_record(

@@ -100,6 +100,10 @@ class Run:
     def close(self) -> None:
         self._conn.close()
 
+    def sql(self, query: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read-only query (the connection cannot write)."""
+        return self._conn.execute(query, params).fetchall()
+
     @property
     def meta(self) -> dict[str, Any]:
         rows = self._conn.execute("SELECT key, value FROM meta WHERE key != 'schema_version'")

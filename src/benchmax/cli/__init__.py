@@ -1,0 +1,48 @@
+"""The ``benchmax`` command line."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from benchmax.cli.env import init_command, validate_command
+from benchmax.cli.eval import eval_command
+from benchmax.cli.runs import diff_command, export_command, rescore_command
+
+app = typer.Typer(
+    name="benchmax",
+    help="Run RL environments for LLMs: eval, keep and inspect rollouts, train.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("eval")(eval_command)
+app.command("validate")(validate_command)
+app.command("init")(init_command)
+app.command("export")(export_command)
+app.command("rescore")(rescore_command)
+app.command("diff")(diff_command)
+
+
+def _register_optional() -> None:
+    """Faces whose extras may be missing still show in --help and explain what to install."""
+    try:
+        from benchmax.cli.inspect import inspect_command
+    except ImportError:
+        pass
+    else:
+        app.command("inspect")(inspect_command)
+    try:
+        from benchmax.cli.train import train_command
+    except ImportError:
+        pass
+    else:
+        app.command("train")(train_command)
+
+
+_register_optional()
+
+
+def main() -> None:
+    sys.exit(app())
