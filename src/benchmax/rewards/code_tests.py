@@ -1,0 +1,144 @@
+"""Scoring a candidate program by running it against test cases in the sandbox.
+
+Each test runs in its own :func:`benchmax.sandbox.run_python` call (fresh temp
+dir, time and memory limits, no network), all of them concurrently on the
+sandbox's thread pool, so the event loop never waits on a program. The reward
+is the fraction of tests passed. A sandbox that cannot start raises
+``RolloutFailure("sandbox_error", …)``: an infrastructure fault is not a
+wrong program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from benchmax.envs.errors import RolloutFailure
+from benchmax.rewards.text import extract_code_block
+from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
+
+logger = logging.getLogger("benchmax.rewards.code")
+
+Compare = Literal["exact", "lines", "tokens"]
+
+
+@dataclass(frozen=True, slots=True)
+class CodeTest:
+    """One test: feed ``stdin`` and compare stdout with ``expected_stdout``, and/or
+    append ``check`` (assertions) to the program; exit status 0 is required either way.
+    """
+
+    stdin: str = ""
+    expected_stdout: str | None = None
+    check: str | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.expected_stdout is None and self.check is None:
+            label = f" {self.name!r}" if self.name else ""
+            raise ValueError(f"CodeTest{label} needs expected_stdout or check (or both)")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeTestResult:
+    """How one test went. ``reason``: passed, wrong_output, error, timeout, memory, output_limit."""
+
+    test: CodeTest
+    passed: bool
+    reason: str
+    run: SandboxResult
+
+
+def outputs_match(actual: str, expected: str, compare: Compare = "lines") -> bool:
+    """``exact``; ``lines``: trailing spaces and trailing blank lines ignored; ``tokens``:
+    whitespace-separated tokens equal."""
+    if compare == "exact":
+        return actual == expected
+    if compare == "tokens":
+        return actual.split() == expected.split()
+    if compare == "lines":
+        return [line.rstrip() for line in actual.rstrip().splitlines()] == [
+            line.rstrip() for line in expected.rstrip().splitlines()
+        ]
+    raise ValueError(f"unknown compare mode {compare!r}; use 'exact', 'lines' or 'tokens'")
+
+
+async def run_code_tests(
+    code: str,
+    tests: Sequence[CodeTest],
+    *,
+    timeout: float = 5.0,
+    memory_mb: int = 256,
+    files: Mapping[str, str | bytes] | None = None,
+    compare: Compare = "lines",
+    python: str | None = None,
+) -> list[CodeTestResult]:
+    """Run ``code`` once per test, concurrently; results in the tests' order.
+
+    ``python`` picks the interpreter (a venv with the libraries the task
+    allows); by default the one running benchmax.
+    """
+
+    async def one(test: CodeTest) -> CodeTestResult:
+        program = code if test.check is None else f"{code}\n\n{test.check}\n"
+        try:
+            run = await run_python_async(
+                program, stdin=test.stdin, timeout=timeout, memory_mb=memory_mb, files=files, python=python
+            )
+        except SandboxError as exc:
+            raise RolloutFailure("sandbox_error", str(exc)) from exc
+        return CodeTestResult(test, *_judge_run(run, test, compare), run=run)
+
+    return list(await asyncio.gather(*(one(test) for test in tests)))
+
+
+def _judge_run(run: SandboxResult, test: CodeTest, compare: Compare) -> tuple[bool, str]:
+    if run.timed_out:
+        return False, "timeout"
+    if run.output_truncated:
+        return False, "output_limit"
+    if run.exit_code != 0:
+        return False, "memory" if run.memory_error else "error"
+    if test.expected_stdout is not None and not outputs_match(run.stdout, test.expected_stdout, compare):
+        return False, "wrong_output"
+    return True, "passed"
+
+
+async def code_pass_rate(code: str | None, tests: Sequence[CodeTest], **options: object) -> float:
+    """The fraction of ``tests`` the program passes; 0.0 for no program or no tests.
+
+    ``options`` go to :func:`run_code_tests` (timeout, memory_mb, files, compare).
+    """
+    if not code or not code.strip() or not tests:
+        return 0.0
+    results = await run_code_tests(code, tests, **options)  # type: ignore[arg-type]
+    passed = sum(result.passed for result in results)
+    failures = [
+        f"{result.test.name or index}: {result.reason}"
+        for index, result in enumerate(results)
+        if not result.passed
+    ]
+    detail = f" (failed {', '.join(failures[:10])})" if failures else ""
+    logger.info("code passed %d/%d tests%s", passed, len(results), detail)
+    return passed / len(results)
+
+
+async def code_rewards(
+    completion: str,
+    tests: Sequence[CodeTest],
+    *,
+    language: str | None = "python",
+    prefix: str = "tests",
+    **options: object,
+) -> dict[str, float]:
+    """A reward dict from a completion: the last fenced code block is the program.
+
+    Components: ``{prefix}_passed`` (fraction) and ``{prefix}_all`` (1.0 only
+    when every test passes). A completion without a code block scores zeros.
+    """
+    code = extract_code_block(completion, language)
+    rate = await code_pass_rate(code, tests, **options)
+    return {f"{prefix}_passed": rate, f"{prefix}_all": float(rate == 1.0)}
