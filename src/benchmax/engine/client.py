@@ -130,6 +130,7 @@ class HttpModelClient:
         self.base_url = base_url.rstrip("/")
         self._url = f"{self.base_url}/chat/completions"
         self._headers = {"Content-Type": "application/json", **(auth.headers() if auth else {})}
+        self._secret = auth.api_key.encode() if auth and auth.api_key else b""
         self.timeout = timeout
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
@@ -216,6 +217,9 @@ class HttpModelClient:
                 "connection", f"{type(exc).__name__}: {exc}", reason=TerminationReason.MODEL_ERROR
             ) from None
         if status >= 400:
+            if self._secret:
+                # Some proxies echo the key back in their error; errors end up in the store.
+                raw = raw.replace(self._secret, b"***")
             raise _classify_error(status, raw, retry_after)
         return _parse_completion(raw)
 

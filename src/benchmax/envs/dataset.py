@@ -101,8 +101,8 @@ class JsonlDataset:
                 if self._row_to_example is not None:
                     try:
                         converted = self._row_to_example(row)
-                    except DatasetError:
-                        raise
+                    except DatasetError as exc:
+                        raise DatasetError(f"{where}: {exc}") from exc
                     except Exception as exc:
                         raise DatasetError(
                             f"{where}: row_to_example raised {type(exc).__name__}: {exc}"

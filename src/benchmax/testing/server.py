@@ -92,7 +92,8 @@ class ScriptedServer:
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # Scripted replies may sleep for minutes; stopping must not wait for them.
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
         await site.start()
