@@ -365,7 +365,8 @@ class Engine:
         rollouts = [self._rollout_view(attempt) for attempt in scorable]
         with logs.capture(sink):
             try:
-                raw = await self.env.compute_group_rewards(rollouts)
+                async with asyncio.timeout(self.config.rollout_timeout) as deadline:
+                    raw = await self.env.compute_group_rewards(rollouts)
                 by_id = check_group_rewards(raw, rollouts)
                 merged = {
                     attempt.request.rollout_id: merge_rewards(
@@ -378,6 +379,16 @@ class Engine:
             except RolloutFailure as exc:
                 for attempt in scorable:
                     attempt.fail(exc.reason, exc.message or exc.reason)
+            except TimeoutError as exc:
+                if not deadline.expired():
+                    logger.exception("compute_group_rewards raised %s", type(exc).__name__)
+                message = (
+                    f"compute_group_rewards ran past the {self.config.rollout_timeout:g}s rollout limit"
+                    if deadline.expired()
+                    else f"compute_group_rewards raised {type(exc).__name__}: {exc}"
+                )
+                for attempt in scorable:
+                    attempt.fail(TerminationReason.GROUP_REWARD_ERROR, message)
             except InvalidRewards as exc:
                 logger.error("%s", exc)
                 for attempt in scorable:

@@ -218,6 +218,30 @@ def _tool_message(call: ToolCall, content: str | list[Any]) -> Message:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
 
+_validators: dict[int, tuple[object, Any]] = {}
+
+
+def _schema_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """Arguments that break the tool's declared schema go back to the model as an error,
+    so env code only ever sees calls it declared it can take."""
+    parameters = tool["function"].get("parameters")
+    if not parameters:
+        return None
+    hit = _validators.get(id(parameters))
+    if hit is not None and hit[0] is parameters:
+        validator = hit[1]
+    else:
+        validator = jsonschema.validators.validator_for(parameters)(parameters)
+        if len(_validators) >= 1024:
+            _validators.clear()
+        _validators[id(parameters)] = (parameters, validator)
+    if validator.is_valid(arguments):
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+    return f"error: arguments do not match the schema of {tool['function']['name']!r} at {where}: {error.message}"
+
+
 async def _run_one(
     env: BaseEnv,
     rollout_id: str,
@@ -238,6 +262,9 @@ async def _run_one(
     clash = _RESERVED.intersection(arguments)
     if clash:
         return f"error: argument names {sorted(clash)} are reserved; rename them"
+    problem = _schema_problem(known[call.name], arguments)
+    if problem is not None:
+        return problem
     started = time.perf_counter()
     deadline = asyncio.timeout(timeout)
     try:

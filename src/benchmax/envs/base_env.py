@@ -6,6 +6,7 @@ this module stays a description of *what* an env is, not *how* it is run.
 
 from __future__ import annotations
 
+import functools
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -72,6 +73,33 @@ class BaseEnv(Environment):
 
     async def aclose(self) -> None:
         """Close environment-owned shared resources."""
+        await self._close_default_engine()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make an overriding ``aclose`` also close the engine behind ``run_group``.
+
+        Env authors override ``aclose`` without calling ``super()``; the engine that
+        the 0.2-style ``run_group`` creates would otherwise leak its connections.
+        """
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("aclose")
+        if own is None or getattr(own, "_benchmax_closes_engine", False):
+            return
+
+        @functools.wraps(own)
+        async def aclose(self: BaseEnv) -> None:
+            try:
+                await own(self)
+            finally:
+                await self._close_default_engine()
+
+        aclose._benchmax_closes_engine = True  # type: ignore[attr-defined]
+        cls.aclose = aclose  # type: ignore[method-assign]
+
+    async def _close_default_engine(self) -> None:
+        engine = self.__dict__.pop("_benchmax_engine", None)
+        if engine is not None:
+            await engine.aclose()
 
     async def run_rollout(self, request: RolloutRequest) -> RolloutOutcome:
         outcomes = await self.run_group([request])
