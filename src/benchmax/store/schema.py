@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS rewards (
     filled INTEGER NOT NULL,
     PRIMARY KEY (rollout_id, component)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS rewards_by_component ON rewards (component, value);
+CREATE INDEX IF NOT EXISTS rewards_by_component ON rewards (component, value, filled);
 CREATE TABLE IF NOT EXISTS logs (
     id INTEGER PRIMARY KEY,
     rollout_id TEXT,
@@ -99,7 +99,7 @@ CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the run database with the pragmas every reader and writer relies on."""
     if readonly:
-        uri = f"file:{path}?mode=ro"
+        uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a '?' or '#' in the path stays in it
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
     else:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)

@@ -1,0 +1,62 @@
+"""``benchmax inspect``: the command the main Typer app registers.
+
+Starlette and uvicorn load only when the command runs, so the rest of the CLI
+works without the ``inspect`` extra installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def inspect_command(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A run directory, or a folder of runs (default: ./runs)."),
+    ] = Path("runs"),
+    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")] = 8765,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to bind. Anything but loopback requires a token (one is generated if omitted).",
+        ),
+    ] = "127.0.0.1",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="BENCHMAX_INSPECT_TOKEN",
+            help="Require this token on every request (sent as ?token=, then kept in a cookie).",
+        ),
+    ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option("--export", help="Write a static bundle of the pages to this folder and exit."),
+    ] = None,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser tab.")] = False,
+) -> None:
+    """Open the rollout inspector: runs, groups, rollouts, rewards and logs in a local web page."""
+    try:
+        from benchmax.inspector import InspectorError, export_static, serve
+    except ImportError as exc:
+        typer.echo(
+            f"benchmax inspect needs the inspect extra ({exc.name} is missing): pip install 'benchmax[inspect]'",
+            err=True,
+        )
+        raise typer.Exit(2) from exc
+    if not path.exists():
+        typer.echo(f"{path} does not exist: pass a run directory or a folder of runs", err=True)
+        raise typer.Exit(2)
+    try:
+        if export is not None:
+            index = export_static(path, export)
+            typer.echo(f"wrote the inspector bundle: open {index}")
+            return
+        serve(path, host=host, port=port, token=token, open_browser=not no_browser)
+    except (InspectorError, FileNotFoundError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc

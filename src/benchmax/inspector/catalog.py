@@ -1,0 +1,128 @@
+"""Which runs the inspector serves, and what of their metadata it may show.
+
+Run ids in URLs are directory names looked up in this catalog, never joined onto
+a filesystem path, so no URL can reach outside the served directory.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from benchmax.store import schema
+from benchmax.store.queries import RunQueries
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)", re.I)
+_SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
+REDACTED = "[redacted]"
+
+
+class UnknownRun(LookupError):
+    """The URL names a run this inspector does not serve."""
+
+
+class RunCatalog:
+    """Runs under one root: the root itself when it holds a run, else its child directories."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.exists():
+            raise FileNotFoundError(f"{root} does not exist; pass a run directory or a folder of runs")
+        self._open: dict[str, RunQueries] = {}
+        self._headlines: dict[str, tuple[tuple[int, ...], dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def runs(self) -> dict[str, Path]:
+        """``{run_id: run_dir}``, newest first; rescanned on each call so new runs appear."""
+        if (self.root / schema.DB_NAME).exists():
+            return {self.root.name: self.root}
+        found = [child for child in self.root.iterdir() if child.is_dir() and (child / schema.DB_NAME).exists()]
+        found.sort(key=lambda child: (child / schema.DB_NAME).stat().st_mtime, reverse=True)
+        return {child.name: child for child in found}
+
+    def get(self, run_id: str) -> RunQueries:
+        with self._lock:
+            if run_id in self._open:
+                return self._open[run_id]
+        path = self.runs().get(run_id)
+        if path is None:
+            raise UnknownRun(run_id)
+        queries = RunQueries(path)
+        with self._lock:
+            return self._open.setdefault(run_id, queries)
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        """One runs-list row; cached until the run's files change."""
+        queries = self.get(run_id)
+        stamp = _stamp(queries.db)
+        cached = self._headlines.get(run_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        meta = queries.meta()
+        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        row = {
+            "run_id": run_id,
+            "env": meta.get("env_class") or config.get("env"),
+            "model": meta.get("model") or config.get("model"),
+            "created_at": meta.get("created_at") or meta.get("started_at"),
+            "status": meta.get("status"),
+            "kind": meta.get("kind"),
+            "bytes": sum(size for size in stamp[1::2]),
+            **queries.headline(),
+        }
+        self._headlines[run_id] = (stamp, row)
+        return row
+
+    def close(self) -> None:
+        with self._lock:
+            for queries in self._open.values():
+                queries.close()
+            self._open.clear()
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Metadata as the inspector shows it: secret-looking fields and URL credentials masked.
+
+    The store never holds API keys (only the name of the variable that holds
+    one); this is the second line, for metadata written by other tools.
+    """
+    if isinstance(value, dict):
+        return {name: redact(item, str(name)) for name, item in value.items()}
+    if isinstance(value, list):
+        return [redact(item, key) for item in value]
+    if isinstance(value, str):
+        if _SECRET_KEY.search(key) and not key.lower().endswith("_env") and value:
+            return REDACTED
+        value = _SECRET_VALUE.sub(REDACTED, value)
+        if "://" in value and "@" in value:
+            value = _strip_userinfo(value)
+        return value
+    return value
+
+
+def _strip_userinfo(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{REDACTED}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def _stamp(db: Path) -> tuple[int, ...]:
+    values: list[int] = []
+    for path in (db, db.with_name(db.name + "-wal")):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            values.extend((0, 0))
+        else:
+            values.extend((stat.st_mtime_ns, stat.st_size))
+    return tuple(values)

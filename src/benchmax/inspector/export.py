@@ -1,0 +1,79 @@
+"""``benchmax inspect --export DIR``: the inspector as static files, to share or archive.
+
+Each page is the same shell and JS as the live server, with its data embedded, so
+the bundle opens from disk (``file://``) or any static host. The run page carries
+its whole table, which the JS filters and sorts in the browser: an export is a
+snapshot of every rollout, unlike the server, which pages through SQLite.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from benchmax.inspector import shell
+from benchmax.inspector.app import STATIC_DIR
+from benchmax.inspector.catalog import RunCatalog, redact
+from benchmax.store.queries import MAX_PAGE, RunQueries
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def file_name(value: str) -> str:
+    """An id as a file name: safe bytes kept, every other byte as ``.XX`` (app.js mirrors this)."""
+    return "".join(chr(byte) if byte in _SAFE else f".{byte:02X}" for byte in value.encode("utf-8"))
+
+
+def export_static(path: str | Path, out_dir: str | Path) -> Path:
+    """Write the bundle for the run (or folder of runs) at ``path``; returns ``out_dir/index.html``."""
+    catalog = RunCatalog(path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(STATIC_DIR, out / "static", dirs_exist_ok=True)
+    try:
+        runs = catalog.runs()
+        summaries = [catalog.summary(run_id) for run_id in runs]
+        _page(out / "index.html", "", {"view": "runs", "data": {"root": None, "runs": summaries}})
+        for run_id in runs:
+            _export_run(catalog.get(run_id), run_id, out / "runs" / file_name(run_id))
+    finally:
+        catalog.close()
+    return out / "index.html"
+
+
+def _export_run(run: RunQueries, run_id: str, folder: Path) -> None:
+    overview = run.overview()
+    overview["run_id"] = run_id
+    overview["meta"] = redact(run.meta())
+    overview["distributions"] = run.distributions()
+    data = {
+        "overview": overview,
+        "rollouts": _all(lambda offset: run.rollouts(offset=offset, limit=MAX_PAGE, snippet=160)),
+        "examples": _all(lambda offset: run.examples(offset=offset, limit=MAX_PAGE)),
+        "groups": _all(lambda offset: run.groups(offset=offset, limit=MAX_PAGE)),
+    }
+    _page(folder / "index.html", "../../", {"view": "run", "run": run_id, "data": data})
+    for group in data["groups"]:
+        record = run.group(group["group_id"])
+        name = file_name(group["group_id"]) + ".html"
+        _page(folder / "groups" / name, "../../../", {"view": "group", "run": run_id, "data": record})
+    for row in data["rollouts"]:
+        record = run.rollout(row["rollout_id"])
+        name = file_name(row["rollout_id"]) + ".html"
+        _page(folder / "rollouts" / name, "../../../", {"view": "rollout", "run": run_id, "data": record})
+
+
+def _all(fetch: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    while True:
+        page = fetch(len(rows))
+        rows.extend(page.rows)
+        if not page.rows or len(rows) >= page.total:
+            return rows
+
+
+def _page(target: Path, root: str, boot: dict[str, Any]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    boot = {"mode": "static", "root": root, **boot}
+    target.write_text(shell.render(boot, root=root), encoding="utf-8")

@@ -1,0 +1,882 @@
+// benchmax inspector: renders every view from JSON with DOM calls only.
+// Run content is untrusted: it only ever reaches the page through textContent,
+// text nodes and attribute values we build; never through innerHTML.
+'use strict';
+
+(() => {
+  const BOOT = JSON.parse(document.getElementById('bmx-boot').textContent);
+  const STATIC = BOOT.mode === 'static';
+  const ROOT = STATIC ? BOOT.root : '/';
+  const app = document.getElementById('app');
+  const enc = encodeURIComponent;
+  const LEVELS = { DEBUG: 10, INFO: 20, WARNING: 30, ERROR: 40, CRITICAL: 50 };
+
+  // ---------------------------------------------------------------- DOM helpers
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === 'class') el.className = value;
+      else if (key === 'text') el.textContent = String(value);
+      else if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+      else if (key === 'href') el.setAttribute('href', safeHref(value));
+      else if (key === 'dataset') Object.assign(el.dataset, value);
+      else el.setAttribute(key, value === true ? '' : String(value));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(el, children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function safeHref(value) {
+    const text = String(value);
+    return /^(\/|\.\.?\/|\?|#|blob:|[A-Za-z0-9_.-]+\.html|runs\/|index\.html)/.test(text) && !/^\/\//.test(text)
+      ? text : '#';
+  }
+
+  function svg(tag, attrs, ...children) {
+    const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+      else el.setAttribute(key, String(value));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
+  // Element.append() would print null as "null": these skip empty children.
+  function put(el, ...children) { return append(clear(el), children); }
+  function add(el, ...children) { return append(el, children); }
+
+  function fmt(value, digits = 3) {
+    if (value === null || value === undefined) return '—';
+    if (typeof value !== 'number') return String(value);
+    if (Number.isInteger(value)) return value.toLocaleString('en-US');
+    return Number(value.toFixed(digits)).toString();
+  }
+  const pct = (value) => (value === null || value === undefined ? '—' : `${(100 * value).toFixed(1)}%`);
+  const secs = (value) => (value === null || value === undefined ? '—' : value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(2)} s`);
+  const date = (ts) => (ts ? new Date(ts * 1000).toLocaleString('en-GB', { hour12: false }) : '—');
+  const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
+  const bytes = (n) => (n > 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n > 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
+
+  function badge(text, kind) {
+    return h('span', { class: `badge ${kind || ''}`, text });
+  }
+
+  function reasonBadge(reason, scored) {
+    const ok = reason === 'finished';
+    return h('span', { class: `badge reason ${ok ? 'ok' : scored ? 'warn' : 'bad'}`, text: reason, title: scored ? 'scored' : 'operational failure (not scored)' });
+  }
+
+  function longText(text, limit = 1500, lines = 30) {
+    text = text === null || text === undefined ? '' : String(text);
+    const pre = h('pre', { class: 'text' });
+    const lineCount = text.split('\n').length;
+    if (text.length <= limit && lineCount <= lines) {
+      pre.textContent = text;
+      return pre;
+    }
+    let cut = text.slice(0, limit);
+    cut = cut.split('\n').slice(0, lines).join('\n');
+    pre.textContent = `${cut}…`;
+    let open = false;
+    const button = h('button', {
+      class: 'more', type: 'button', text: `show all (${text.length.toLocaleString('en-US')} chars, ${lineCount} lines)`,
+      onclick: () => {
+        open = !open;
+        pre.textContent = open ? text : `${cut}…`;
+        button.textContent = open ? 'collapse' : `show all (${text.length.toLocaleString('en-US')} chars, ${lineCount} lines)`;
+      },
+    });
+    return h('div', { class: 'collapsible' }, pre, button);
+  }
+
+  function prettyJson(value) {
+    if (typeof value === 'string') {
+      try { return { text: JSON.stringify(JSON.parse(value), null, 2), valid: true }; } catch (_) { return { text: value, valid: false }; }
+    }
+    return { text: JSON.stringify(value, null, 2), valid: true };
+  }
+
+  // ---------------------------------------------------------------- links and data
+
+  function fileName(value) {
+    let out = '';
+    for (const byte of new TextEncoder().encode(String(value))) {
+      const ch = String.fromCharCode(byte);
+      out += /[A-Za-z0-9_-]/.test(ch) ? ch : `.${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+    return out;
+  }
+
+  const link = {
+    runs: () => (STATIC ? `${ROOT}index.html` : '/'),
+    run: (run, query) => (STATIC ? `${ROOT}runs/${fileName(run)}/index.html` : `/runs/${enc(run)}${query ? `?${query}` : ''}`),
+    group: (run, id) => (STATIC ? `${ROOT}runs/${fileName(run)}/groups/${fileName(id)}.html` : `/runs/${enc(run)}/groups/${enc(id)}`),
+    rollout: (run, id) => (STATIC ? `${ROOT}runs/${fileName(run)}/rollouts/${fileName(id)}.html` : `/runs/${enc(run)}/rollouts/${enc(id)}`),
+    compare: (a, b) => `/compare?a=${enc(a)}&b=${enc(b)}`,
+  };
+
+  async function api(path, params) {
+    const query = params ? new URLSearchParams(params).toString() : '';
+    const response = await fetch(`/api${path}${query ? `?${query}` : ''}`, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+    let body;
+    try { body = await response.json(); } catch (_) { body = { error: response.statusText }; }
+    if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+    return body;
+  }
+
+  // The static bundle answers the same table queries in the browser.
+  function localPage(rows, params, filter, columnValue) {
+    let kept = filter ? rows.filter(filter) : rows.slice();
+    const sort = params.sort;
+    const desc = params.desc === '1';
+    if (sort) {
+      kept.sort((a, b) => {
+        const x = columnValue(a, sort);
+        const y = columnValue(b, sort);
+        if (x === y) return 0;
+        if (x === null || x === undefined) return 1;
+        if (y === null || y === undefined) return -1;
+        return (x < y ? -1 : 1) * (desc ? -1 : 1);
+      });
+    }
+    const offset = Number(params.offset || 0);
+    const limit = Number(params.limit || 50);
+    return { rows: kept.slice(offset, offset + limit), total: kept.length, offset, limit };
+  }
+
+  const rowValue = (row, key) => (key.startsWith('c:') ? (row.rewards[key.slice(2)] || {}).value : key === 'order' ? row.example_idx : row[key]);
+
+  const data = {
+    runs: () => (STATIC ? BOOT.data : api('/runs')),
+    overview: (run) => (STATIC ? BOOT.data.overview : api(`/runs/${enc(run)}/overview`)),
+    distributions: (run) => (STATIC ? BOOT.data.overview.distributions : api(`/runs/${enc(run)}/distributions`)),
+    progress: (run) => api(`/runs/${enc(run)}/progress`),
+    rollouts(run, params) {
+      if (!STATIC) return api(`/runs/${enc(run)}/rollouts`, params);
+      const q = (params.q || '').toLowerCase();
+      const reasons = params.reason ? [params.reason] : [];
+      const filter = (row) => (!reasons.length || reasons.includes(row.termination_reason))
+        && (!params.example || row.example_id === params.example)
+        && (!params.failed || (params.failed === '1') !== row.scored)
+        && (!params.c || (row.rewards[params.c] && (params.cmin === undefined || params.cmin === '' || row.rewards[params.c].value >= Number(params.cmin))
+          && (params.cmax === undefined || params.cmax === '' || row.rewards[params.c].value <= Number(params.cmax))))
+        && (!q || [row.final_text, row.error, row.rollout_id, row.example_id].some((t) => t && t.toLowerCase().includes(q)));
+      return localPage(BOOT.data.rollouts, { sort: 'seq', ...params }, filter, rowValue);
+    },
+    examples(run, params) {
+      if (!STATIC) return api(`/runs/${enc(run)}/examples`, params);
+      const q = (params.q || '').toLowerCase();
+      return localPage(BOOT.data.examples, { sort: 'idx', ...params }, (row) => !q || row.example_id.toLowerCase().includes(q), rowValue);
+    },
+    groups(run, params) {
+      if (!STATIC) return api(`/runs/${enc(run)}/groups`, params);
+      return localPage(BOOT.data.groups, { sort: 'order', ...params }, (row) => params.no_signal !== '1' || row.no_signal, rowValue);
+    },
+    group: (run, id) => (STATIC ? BOOT.data : api(`/runs/${enc(run)}/groups/${enc(id)}`)),
+    rollout: (run, id) => (STATIC ? BOOT.data : api(`/runs/${enc(run)}/rollouts/${enc(id)}`)),
+    compare: (params) => api('/compare', params),
+  };
+
+  function route() {
+    const params = Object.fromEntries(new URLSearchParams(location.search));
+    if (STATIC) return { view: BOOT.view, run: BOOT.run, params };
+    const path = location.pathname;
+    let m;
+    if ((m = path.match(/^\/runs\/([^/]+)\/groups\/(.+)$/))) return { view: 'group', run: decodeURIComponent(m[1]), id: decodeURIComponent(m[2]), params };
+    if ((m = path.match(/^\/runs\/([^/]+)\/rollouts\/(.+)$/))) return { view: 'rollout', run: decodeURIComponent(m[1]), id: decodeURIComponent(m[2]), params };
+    if ((m = path.match(/^\/runs\/([^/]+)\/?$/))) return { view: 'run', run: decodeURIComponent(m[1]), params };
+    if (path === '/compare') return { view: 'compare', params };
+    return { view: 'runs', params };
+  }
+
+  function crumbs(...items) {
+    const nav = clear(document.getElementById('crumbs'));
+    items.forEach(([label, href], i) => {
+      if (i) nav.append(h('span', { class: 'sep', text: '/' }));
+      nav.append(href ? h('a', { href, text: label }) : h('span', { class: 'here', text: label }));
+    });
+    document.title = `${items.length ? items[items.length - 1][0] : 'runs'} · benchmax inspector`;
+  }
+
+  function setQuery(params) {
+    if (STATIC && location.protocol === 'file:') return;
+    const clean = Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '' && v !== undefined && v !== null));
+    const query = new URLSearchParams(clean).toString();
+    history.replaceState(null, '', `${location.pathname}${query ? `?${query}` : ''}`);
+  }
+
+  function failure(error) {
+    return h('div', { class: 'error-box', role: 'alert' }, h('strong', { text: 'Could not load: ' }), String(error.message || error));
+  }
+
+  // ---------------------------------------------------------------- tables
+
+  // columns: [{key, label, sort, num, render(row)}]; state: {sort, desc}; onSort(key)
+  function table(columns, rows, state, onSort, rowClass) {
+    const head = h('tr', {}, columns.map((col) => {
+      const active = state && col.sort && state.sort === col.sort;
+      const th = h('th', { class: `${col.num ? 'num' : ''} ${col.sort ? 'sortable' : ''} ${active ? 'active' : ''}`, title: col.title || null, scope: 'col' },
+        col.label, active ? h('span', { class: 'arrow', text: state.desc ? ' ▼' : ' ▲' }) : null);
+      if (col.sort && onSort) {
+        th.tabIndex = 0;
+        th.addEventListener('click', () => onSort(col.sort));
+        th.addEventListener('keydown', (event) => { if (event.key === 'Enter') onSort(col.sort); });
+      }
+      return th;
+    }));
+    const body = h('tbody', {}, rows.map((row) => h('tr', { class: rowClass ? rowClass(row) : null },
+      columns.map((col) => h('td', { class: col.num ? 'num' : null }, col.render(row))))));
+    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: columns.length, class: 'muted empty', text: 'Nothing matches.' })));
+    return h('table', { class: 'grid' }, h('thead', {}, head), body);
+  }
+
+  function pager(page, onOffset) {
+    const { offset, limit, total } = page;
+    const last = Math.max(0, Math.floor((total - 1) / limit) * limit);
+    return h('div', { class: 'pager' },
+      h('button', { type: 'button', disabled: offset <= 0, onclick: () => onOffset(0), text: '«', title: 'first page' }),
+      h('button', { type: 'button', disabled: offset <= 0, onclick: () => onOffset(Math.max(0, offset - limit)), text: '‹ prev' }),
+      h('span', { class: 'muted', text: total ? `${fmt(offset + 1)}–${fmt(Math.min(total, offset + limit))} of ${fmt(total)}` : '0 rows' }),
+      h('button', { type: 'button', disabled: offset + limit >= total, onclick: () => onOffset(offset + limit), text: 'next ›' }),
+      h('button', { type: 'button', disabled: offset >= last, onclick: () => onOffset(last), text: '»', title: 'last page' }));
+  }
+
+  function componentCell(entry) {
+    if (!entry) return h('span', { class: 'muted', text: '—' });
+    return h('span', { class: entry.filled ? 'filled' : null, title: entry.filled ? 'filled with 0 by the batch zero-fill (not emitted by the env)' : 'emitted by the env' },
+      fmt(entry.value), entry.filled ? h('sup', { text: 'fill' }) : null);
+  }
+
+  // ---------------------------------------------------------------- charts
+
+  function histogram(title, bars, { onPick, unit } = {}) {
+    const width = 260;
+    const height = 84;
+    const max = Math.max(1, ...bars.map((bar) => bar.count));
+    const step = bars.length ? width / bars.length : width;
+    const chart = svg('svg', { viewBox: `0 0 ${width} ${height + 16}`, class: 'hist', role: 'img', 'aria-label': title });
+    bars.forEach((bar, i) => {
+      const barHeight = Math.max(bar.count ? 1.5 : 0, (bar.count / max) * height);
+      const label = bar.low === bar.high ? fmt(bar.low) : `${fmt(bar.low)} – ${fmt(bar.high)}`;
+      const rect = svg('rect', { x: i * step + 1, y: height - barHeight, width: Math.max(1, step - 2), height: barHeight, class: onPick ? 'bar pick' : 'bar' },
+        svg('title', {}, `${label}${unit || ''}: ${fmt(bar.count)}`));
+      if (onPick) rect.addEventListener('click', () => onPick(bar));
+      chart.append(rect);
+      if (bars.length <= 6) chart.append(svg('text', { x: i * step + step / 2, y: height + 13, class: 'axis', 'text-anchor': 'middle' }, label));
+    });
+    if (bars.length > 6) {
+      chart.append(svg('text', { x: 0, y: height + 13, class: 'axis' }, fmt(bars[0].low)));
+      chart.append(svg('text', { x: width, y: height + 13, class: 'axis', 'text-anchor': 'end' }, fmt(bars[bars.length - 1].high)));
+    }
+    return h('figure', { class: 'card chart' }, h('figcaption', { text: title }), bars.length ? chart : h('p', { class: 'muted', text: 'no values yet' }));
+  }
+
+  function statCard(label, value, sub, onClick) {
+    const card = h('div', { class: `card stat ${onClick ? 'clickable' : ''}` }, h('div', { class: 'label', text: label }), h('div', { class: 'value', text: value }), sub ? h('div', { class: 'sub', text: sub }) : null);
+    if (onClick) card.addEventListener('click', onClick);
+    return card;
+  }
+
+  // ---------------------------------------------------------------- runs list
+
+  async function runsView() {
+    crumbs(['runs', null]);
+    const body = await data.runs();
+    const runs = body.runs;
+    const components = [...new Set(runs.flatMap((run) => Object.keys(run.components || {})))].sort().slice(0, 8);
+    const chosen = new Set();
+    const compareButton = h('button', { type: 'button', class: 'primary', disabled: true, text: 'Compare selected (pick 2)' });
+    compareButton.addEventListener('click', () => { const [a, b] = [...chosen]; location.href = link.compare(a, b); });
+    const columns = [
+      ...(STATIC ? [] : [{ label: '', render: (run) => h('input', { type: 'checkbox', 'aria-label': `select ${run.run_id}`, onchange: (event) => {
+        if (event.target.checked) chosen.add(run.run_id); else chosen.delete(run.run_id);
+        compareButton.disabled = chosen.size !== 2;
+        compareButton.textContent = chosen.size === 2 ? 'Compare selected' : 'Compare selected (pick 2)';
+      } }) }]),
+      { label: 'run', render: (run) => h('a', { href: link.run(run.run_id), class: 'run-link', text: run.run_id }) },
+      { label: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : (run.env || '—') },
+      { label: 'model', render: (run) => run.model || '—' },
+      { label: 'created', render: (run) => date(run.created_at) },
+      { label: 'status', render: (run) => run.status ? badge(run.status, run.status === 'completed' ? 'ok' : run.status === 'running' ? 'info' : 'bad') : '—' },
+      { label: 'rollouts', num: true, render: (run) => fmt(run.rollouts) },
+      { label: 'size', num: true, render: (run) => (run.bytes ? bytes(run.bytes) : '—') },
+      ...components.map((name) => ({ label: name, num: true, title: `mean of ${name}`, render: (run) => fmt((run.components || {})[name]) })),
+      { label: 'pass rate', num: true, render: (run) => pct(run.pass_rate) },
+      { label: 'failure rate', num: true, render: (run) => h('span', { class: run.failure_rate > 0 ? 'warn-text' : null, text: pct(run.failure_rate) }) },
+    ];
+    put(app, 
+      h('section', { class: 'head' }, h('h1', { text: 'Runs' }), h('p', { class: 'muted', text: body.root ? `in ${body.root}` : '' })),
+      runs.length ? h('div', { class: 'scroll' }, table(columns, runs)) : h('p', { class: 'empty-state', text: 'No runs here yet. Start one with benchmax eval, then reload.' }),
+      STATIC ? null : h('div', { class: 'toolbar' }, compareButton));
+  }
+
+  // ---------------------------------------------------------------- compare
+
+  async function compareView(r) {
+    const params = { sort: 'delta', desc: '1', offset: '0', limit: '50', ...r.params };
+    crumbs(['runs', link.runs()], [`compare ${params.a} ↔ ${params.b}`, null]);
+    const result = await data.compare(params);
+    const { a, b } = result;
+    const headline = result.headline;
+    const deltaCell = (value, show = signed) => h('span', { class: value > 0 ? 'up' : value < 0 ? 'down' : 'muted', text: show(value) });
+    const points = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${(100 * value).toFixed(1)} pp`);
+    const heads = h('div', { class: 'cards' },
+      statCard(`A: ${a}`, pct(headline.a.pass_rate), `${fmt(headline.a.rollouts)} rollouts · failures ${pct(headline.a.failure_rate)}`),
+      statCard(`B: ${b}`, pct(headline.b.pass_rate), `${fmt(headline.b.rollouts)} rollouts · failures ${pct(headline.b.failure_rate)}`),
+      statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', `${fmt(result.common)} common examples · ${fmt(result.only_a)} only in A · ${fmt(result.only_b)} only in B`));
+    const componentTable = table([
+      { label: 'component', render: (row) => row.component },
+      { label: 'A mean', num: true, render: (row) => fmt(row.a) },
+      { label: 'B mean', num: true, render: (row) => fmt(row.b) },
+      { label: 'Δ', num: true, render: (row) => deltaCell(row.delta) },
+    ], result.components);
+    const state = { sort: params.sort, desc: params.desc === '1' };
+    const rerender = (changes) => { setQuery({ ...params, ...changes }); render(); };
+    const names = result.components.map((row) => row.component);
+    const exampleTable = table([
+      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, row.example_id, ' ',
+        h('a', { href: link.run(a, `example=${enc(row.example_id)}`), text: 'A', class: 'mini' }), ' ',
+        h('a', { href: link.run(b, `example=${enc(row.example_id)}`), text: 'B', class: 'mini' })) },
+      { label: 'A reward', num: true, sort: 'a', render: (row) => fmt(row.a) },
+      { label: 'B reward', num: true, sort: 'b', render: (row) => fmt(row.b) },
+      { label: 'Δ reward', num: true, sort: 'delta', render: (row) => deltaCell(row.delta) },
+      { label: 'A pass', num: true, render: (row) => pct(row.a_pass) },
+      { label: 'B pass', num: true, render: (row) => pct(row.b_pass) },
+      { label: 'Δ pass', num: true, sort: 'pass_delta', render: (row) => deltaCell(row.pass_delta, points) },
+      ...names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => deltaCell(row.components[name]) })),
+    ], result.examples.rows, state, (key) => rerender({ sort: key, desc: state.sort === key && !state.desc ? '1' : state.sort === key ? '0' : '1', offset: '0' }));
+    const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
+    put(app, 
+      h('section', { class: 'head' }, h('h1', { text: 'Compare runs' }), h('p', { class: 'muted' }, 'Deltas are B − A; examples are matched by id.')),
+      heads,
+      h('h2', { text: 'Per component' }), componentTable,
+      h('h2', { text: 'Per example' }), h('div', { class: 'toolbar' }, changed),
+      h('div', { class: 'scroll' }, exampleTable),
+      pager(result.examples, (offset) => rerender({ offset: String(offset) })));
+  }
+
+  // ---------------------------------------------------------------- run page
+
+  const TABLE_DEFAULTS = {
+    rollouts: { sort: 'seq', desc: '0', limit: '50' },
+    examples: { sort: 'idx', desc: '0', limit: '50' },
+    groups: { sort: 'order', desc: '0', limit: '50' },
+  };
+  const FILTER_KEYS = ['reason', 'example', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal'];
+  let poller = null;
+
+  async function runView(r) {
+    const run = r.run;
+    const state = { tab: 'rollouts', offset: '0', ...r.params };
+    crumbs(['runs', link.runs()], [run, null]);
+    let overview = await data.overview(run);
+    const cards = h('div', { class: 'cards' });
+    const charts = h('div', { class: 'charts' });
+    const tabArea = h('div', { class: 'tab-area' });
+    const tabs = h('nav', { class: 'tabs', role: 'tablist' });
+    const title = h('section', { class: 'head' });
+
+    function update(changes, reload = true) {
+      Object.assign(state, changes);
+      setQuery(state);
+      if (reload) drawTab();
+    }
+
+    function drawHead() {
+      const meta = overview.meta || {};
+      const config = meta.config || {};
+      put(title, 
+        h('h1', {}, run, ' ', meta.status ? badge(meta.status, meta.status === 'completed' ? 'ok' : meta.status === 'running' ? 'info' : 'bad') : null),
+        h('p', { class: 'muted' }, [
+          `env ${meta.env_class || config.env || '—'}`, ` · model ${meta.model || config.model || '—'}`,
+          ` · created ${date(meta.created_at)}`,
+          overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
+          meta.error ? h('span', { class: 'bad', text: ` · ${meta.error}` }) : null,
+        ]));
+    }
+
+    let dist = null;
+    const loadDistributions = async () => {
+      try { dist = await data.distributions(run); } catch (error) { dist = { error: String(error.message || error) }; }
+      drawHead();
+      drawCards();
+      drawCharts();
+    };
+
+    function drawCards() {
+      const o = overview;
+      const d = dist && !dist.error ? dist : null;
+      const wait = dist && dist.error ? 'unavailable' : '…';
+      put(cards, 
+        statCard('rollouts', fmt(o.rollouts), `${fmt(o.examples)} examples · ${fmt(o.groups)} groups`),
+        statCard('pass rate', pct(o.pass_rate), `reward ≥ ${fmt(o.pass_threshold)}`),
+        statCard('failure rate', pct(o.failure_rate), `${fmt(o.failed)} not scored`, o.failed ? () => { update({ tab: 'rollouts', failed: '1', offset: '0' }); } : null),
+        statCard('no learning signal', d ? `${fmt(d.groups_no_signal)} / ${fmt(d.groups_with_rollouts)}` : wait, 'groups whose siblings all tie', () => update({ tab: 'groups', no_signal: '1', offset: '0' })),
+        statCard('latency', d ? `${secs(d.latency.p50)} p50` : wait, d ? `p95 ${secs(d.latency.p95)} · max ${secs(d.latency.max)}` : 'per rollout'),
+        statCard('tokens', d ? `${fmt(d.tokens.completion)} out` : wait, d ? `${fmt(d.tokens.prompt)} in · p50 ${fmt(d.tokens.completion_p50)} / p95 ${fmt(d.tokens.completion_p95)} per rollout` : 'completion and prompt'),
+        statCard('turns', d ? fmt(o.rollouts ? d.turns / o.rollouts : 0) : wait, d ? `${fmt(d.tool_calls)} tool calls in all` : 'per rollout'));
+    }
+
+    function drawCharts() {
+      clear(charts);
+      const filled = dist && dist.filled ? dist.filled : {};
+      for (const [name, comp] of Object.entries(overview.components)) {
+        charts.append(histogram(`${name} · mean ${fmt(comp.mean)} ± ${fmt(comp.std)}${filled[name] ? ` · ${fmt(filled[name])} zero-filled` : ''}`, comp.histogram, {
+          onPick: (bar) => update({ tab: 'rollouts', c: name, cmin: String(bar.low), cmax: String(bar.high), offset: '0' }),
+        }));
+      }
+      if (Object.keys(overview.components).length > 1) charts.append(histogram('total reward', overview.reward_histogram));
+      const reasons = h('figure', { class: 'card chart' }, h('figcaption', { text: 'termination reasons' }));
+      const most = Math.max(1, ...overview.reasons.map((x) => x.count));
+      for (const item of overview.reasons) {
+        reasons.append(h('button', { type: 'button', class: 'reason-row', title: 'show these rollouts', onclick: () => update({ tab: 'rollouts', reason: item.reason, offset: '0' }) },
+          h('span', { class: 'reason-name' }, reasonBadge(item.reason, item.scored)),
+          h('span', { class: 'reason-bar' }, h('span', { class: 'fill', dataset: { w: String(Math.round((100 * item.count) / most)) } })),
+          h('span', { class: 'num', text: `${fmt(item.count)} (${pct(item.count / overview.rollouts)})` })));
+      }
+      for (const fill of reasons.querySelectorAll('.fill')) fill.style.width = `${fill.dataset.w}%`;
+      charts.append(reasons);
+      if (dist && !dist.error) {
+        charts.append(histogram('latency per rollout (s)', dist.latency.histogram, { unit: ' s' }));
+        charts.append(histogram('completion tokens per rollout', dist.tokens.histogram));
+      } else {
+        charts.append(h('figure', { class: 'card chart' }, h('figcaption', { text: 'latency and tokens' }), h('p', { class: 'muted', text: dist ? `unavailable: ${dist.error}` : 'computing…' })));
+      }
+    }
+
+    function drawTabs() {
+      clear(tabs);
+      for (const [key, label] of [['rollouts', 'Rollouts'], ['examples', 'Examples'], ['groups', 'Groups'], ['config', 'Config']]) {
+        tabs.append(h('button', { type: 'button', role: 'tab', 'aria-selected': state.tab === key ? 'true' : 'false', class: state.tab === key ? 'active' : null, text: label,
+          onclick: () => { const keep = { tab: key, offset: '0' }; for (const k of [...FILTER_KEYS, 'sort', 'desc']) keep[k] = ''; update(keep); drawTabs(); } }));
+      }
+    }
+
+    async function drawTab() {
+      drawTabs();
+      const token = Symbol('draw');
+      drawTab.current = token;
+      try {
+        const node = await { rollouts: rolloutsTab, examples: examplesTab, groups: groupsTab, config: configTab }[state.tab]?.() || h('p', { text: 'unknown tab' });
+        if (drawTab.current === token) put(tabArea, node);
+      } catch (error) {
+        put(tabArea, failure(error));
+      }
+    }
+
+    function sorter(defaults) {
+      return (key) => {
+        const current = state.sort || defaults.sort;
+        const desc = current === key ? (state.desc === '1' ? '0' : '1') : (['reward', 'seconds', 'completion_tokens', 'pass_rate', 'mean', 'std', 'failed'].includes(key) || key.startsWith('c:') ? '1' : '0');
+        update({ sort: key, desc, offset: '0' });
+      };
+    }
+
+    function tableParams(kind, keys) {
+      const defaults = TABLE_DEFAULTS[kind];
+      const params = { sort: state.sort || defaults.sort, desc: state.desc || defaults.desc, offset: state.offset || '0', limit: state.limit || defaults.limit };
+      for (const key of keys) if (state[key]) params[key] = state[key];
+      return params;
+    }
+
+    async function rolloutsTab() {
+      const params = tableParams('rollouts', ['reason', 'example', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed']);
+      const page = await data.rollouts(run, params);
+      const names = Object.keys(overview.components);
+      const filters = h('form', { class: 'filters', onsubmit: (event) => event.preventDefault() });
+      const reasonSelect = h('select', { name: 'reason', 'aria-label': 'termination reason', onchange: (e) => update({ reason: e.target.value, offset: '0' }) },
+        h('option', { value: '', text: 'any reason' }), overview.reasons.map((x) => h('option', { value: x.reason, text: `${x.reason} (${fmt(x.count)})`, selected: state.reason === x.reason })));
+      const failedSelect = h('select', { name: 'failed', 'aria-label': 'scored or failed', onchange: (e) => update({ failed: e.target.value, offset: '0' }) },
+        h('option', { value: '', text: 'scored and failed' }), h('option', { value: '0', text: 'scored only', selected: state.failed === '0' }), h('option', { value: '1', text: 'failed only', selected: state.failed === '1' }));
+      const compSelect = h('select', { name: 'c', 'aria-label': 'component', onchange: (e) => update({ c: e.target.value, offset: '0' }) },
+        h('option', { value: '', text: 'any component' }), names.map((name) => h('option', { value: name, text: name, selected: state.c === name })));
+      const numberInput = (key, placeholder) => h('input', { type: 'number', step: 'any', name: key, placeholder, value: state[key] || '', class: 'short', 'aria-label': placeholder, onchange: (e) => update({ [key]: e.target.value, offset: '0' }) });
+      let timer = null;
+      const search = h('input', { type: 'search', name: 'q', placeholder: 'search text…', value: state.q || '', 'aria-label': 'search', oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => update({ q: e.target.value, offset: '0' }), 300); } });
+      const example = h('input', { type: 'text', name: 'example', placeholder: 'example id', value: state.example || '', 'aria-label': 'example id', onchange: (e) => update({ example: e.target.value.trim(), offset: '0' }) });
+      const inTranscript = h('label', { class: 'check', title: 'also search every message (slower on big runs)' }, h('input', { type: 'checkbox', name: 'transcript', checked: state.transcript === '1', disabled: STATIC, onchange: (e) => update({ transcript: e.target.checked ? '1' : '', offset: '0' }) }), ' whole transcript');
+      const reset = h('button', { type: 'button', text: 'clear filters', onclick: () => { const blank = { offset: '0' }; for (const key of FILTER_KEYS) blank[key] = ''; update(blank); } });
+      filters.append(reasonSelect, failedSelect, compSelect, numberInput('cmin', 'min'), numberInput('cmax', 'max'), example, search, inTranscript, reset);
+      const tstate = { sort: params.sort, desc: params.desc === '1' };
+      const columns = [
+        { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
+        { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: row.rollout_id, class: 'id' }) },
+        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: `group · ${row.sample_index}`, class: 'mini', title: row.group_id }) },
+        { label: 'reason', sort: 'termination_reason', render: (row) => reasonBadge(row.termination_reason, row.scored) },
+        { label: 'reward', num: true, sort: 'reward', render: (row) => fmt(row.reward) },
+        ...names.map((name) => ({ label: name, num: true, sort: `c:${name}`, render: (row) => componentCell(row.rewards[name]) })),
+        { label: 'turns', num: true, sort: 'num_turns', render: (row) => fmt(row.num_turns) },
+        { label: 'tools', num: true, sort: 'num_tool_calls', render: (row) => fmt(row.num_tool_calls) },
+        { label: 'tokens out', num: true, sort: 'completion_tokens', render: (row) => fmt(row.completion_tokens) },
+        { label: 'seconds', num: true, sort: 'seconds', render: (row) => secs(row.seconds) },
+        { label: 'final answer / error', sort: 'final_text', render: (row) => h('span', { class: 'snippet', title: row.error || null, text: row.error ? `⚠ ${row.error}` : row.final_text }) },
+      ];
+      const limitSelect = h('select', { 'aria-label': 'rows per page', onchange: (e) => update({ limit: e.target.value, offset: '0' }) },
+        ['25', '50', '100', '200'].map((n) => h('option', { value: n, text: `${n} / page`, selected: params.limit === n })));
+      return h('div', {}, filters,
+        h('div', { class: 'scroll' }, table(columns, page.rows, tstate, sorter(TABLE_DEFAULTS.rollouts), (row) => (row.scored ? null : 'failed-row'))),
+        h('div', { class: 'table-foot' }, pager(page, (offset) => update({ offset: String(offset) })), limitSelect));
+    }
+
+    async function examplesTab() {
+      const params = tableParams('examples', ['q']);
+      const page = await data.examples(run, params);
+      let timer = null;
+      const search = h('input', { type: 'search', placeholder: 'example id…', value: state.q || '', 'aria-label': 'search examples', oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => update({ q: e.target.value, offset: '0' }), 300); } });
+      const columns = [
+        { label: '#', num: true, sort: 'idx', render: (row) => fmt(row.idx) },
+        { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
+        { label: 'prompt', render: (row) => h('span', { class: 'snippet', text: row.prompt }) },
+        { label: 'rollouts', num: true, sort: 'rollouts', render: (row) => fmt(row.rollouts) },
+        { label: 'passed', num: true, sort: 'passed', render: (row) => fmt(row.passed) },
+        { label: 'pass rate', num: true, sort: 'pass_rate', render: (row) => h('span', { class: 'rate' }, h('span', { class: 'meter' }, h('span', { class: 'fill', dataset: { w: String(Math.round(100 * row.pass_rate)) } })), pct(row.pass_rate)) },
+        { label: 'mean reward', num: true, sort: 'mean_reward', render: (row) => fmt(row.mean_reward) },
+        { label: 'failed', num: true, render: (row) => fmt(row.failed) },
+        { label: 'groups', num: true, sort: 'groups', render: (row) => fmt(row.groups) },
+      ];
+      const node = h('div', {}, h('div', { class: 'filters' }, search),
+        h('div', { class: 'scroll' }, table(columns, page.rows, { sort: params.sort, desc: params.desc === '1' }, sorter(TABLE_DEFAULTS.examples))),
+        pager(page, (offset) => update({ offset: String(offset) })));
+      for (const fill of node.querySelectorAll('.fill')) fill.style.width = `${fill.dataset.w}%`;
+      return node;
+    }
+
+    async function groupsTab() {
+      const params = tableParams('groups', ['no_signal', 'example']);
+      const page = await data.groups(run, params);
+      const noSignal = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'no_signal', checked: state.no_signal === '1', onchange: (e) => update({ no_signal: e.target.checked ? '1' : '', offset: '0' }) }), ' only groups with no learning signal (all siblings tie)');
+      const columns = [
+        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: row.group_id, class: 'id' }) },
+        { label: 'example', sort: 'order', render: (row) => row.example_id },
+        { label: 'size', num: true, sort: 'size', render: (row) => fmt(row.size) },
+        { label: 'mean', num: true, sort: 'mean', render: (row) => fmt(row.mean) },
+        { label: 'std', num: true, sort: 'std', render: (row) => fmt(row.std) },
+        { label: 'min', num: true, sort: 'low', render: (row) => fmt(row.low) },
+        { label: 'max', num: true, sort: 'high', render: (row) => fmt(row.high) },
+        { label: 'failed', num: true, sort: 'failed', render: (row) => fmt(row.failed) },
+        { label: 'signal', render: (row) => (row.no_signal ? badge('no signal', 'warn') : badge('ok', 'ok')) },
+      ];
+      return h('div', {}, h('div', { class: 'filters' }, noSignal),
+        h('div', { class: 'scroll' }, table(columns, page.rows, { sort: params.sort, desc: params.desc === '1' }, sorter(TABLE_DEFAULTS.groups))),
+        pager(page, (offset) => update({ offset: String(offset) })));
+    }
+
+    function configTab() {
+      return h('div', { class: 'card' }, h('h3', { text: 'Run metadata (secrets redacted)' }), longText(JSON.stringify(overview.meta, null, 2), 20000, 400));
+    }
+
+    put(app, title, cards, charts, tabs, tabArea);
+    drawHead();
+    drawCards();
+    drawCharts();
+    const distributions = loadDistributions();
+    await drawTab();
+    await distributions;
+
+    if (!STATIC) {
+      const stampOf = (progress) => `${progress.rollouts}/${progress.rewards}/${progress.status}`;
+      let seen = overview.progress ? stampOf(overview.progress) : null;
+      const live = document.getElementById('live');
+      live.hidden = (overview.meta || {}).status !== 'running';
+      live.textContent = `● live · ${fmt(overview.rollouts)} rollouts`;
+      clearInterval(poller);
+      poller = setInterval(async () => {
+        if (document.hidden) return;
+        try {
+          const progress = await data.progress(run);
+          const stamp = stampOf(progress);
+          live.hidden = progress.status !== 'running';
+          live.textContent = `● live · ${fmt(progress.rollouts)} rollouts`;
+          if (seen !== null && stamp !== seen) {
+            overview = await data.overview(run);
+            drawHead();
+            drawCards();
+            drawCharts();
+            if (state.tab !== 'config') await drawTab();
+            await loadDistributions();
+          }
+          seen = stamp;
+        } catch (_) { /* the next poll retries */ }
+      }, 2000);
+    }
+  }
+
+  // ---------------------------------------------------------------- logs
+
+  function logRecord(log, startedAt) {
+    const offset = startedAt ? `+${(log.time - startedAt).toFixed(3)}s` : '';
+    const levelno = log.levelno || LEVELS[log.level] || 0;
+    return h('div', { class: `log lvl-${String(levelno)}`, dataset: { levelno: String(levelno), logger: log.logger } },
+      h('div', { class: 'log-head' },
+        h('span', { class: 'lvl', text: log.level }),
+        h('span', { class: 'muted', text: offset }),
+        h('span', { class: 'logger', text: log.logger }),
+        log.file ? h('span', { class: 'where', text: `${log.file}:${log.line}` }) : null,
+        h('span', { class: 'muted', text: `turn ${log.turn} · ${log.phase}` })),
+      longText(log.message, 2000, 30),
+      log.traceback ? h('details', { class: 'tb' }, h('summary', { text: 'traceback' }), h('pre', { class: 'text', text: log.traceback })) : null);
+  }
+
+  function logBlock(logs, label, startedAt) {
+    if (!logs || !logs.length) return null;
+    return h('div', { class: 'logs' }, h('div', { class: 'logs-label', text: `${label} · ${logs.length} log record${logs.length > 1 ? 's' : ''}` }), logs.map((log) => logRecord(log, startedAt)));
+  }
+
+  function logControls(root) {
+    const level = h('select', { 'aria-label': 'minimum log level' }, ['DEBUG', 'INFO', 'WARNING', 'ERROR'].map((name) => h('option', { value: String(LEVELS[name]), text: `${name} and up` })));
+    const logger = h('input', { type: 'search', placeholder: 'logger…', 'aria-label': 'logger filter' });
+    const apply = () => {
+      const min = Number(level.value);
+      const want = logger.value.trim().toLowerCase();
+      for (const el of root.querySelectorAll('.log')) {
+        el.hidden = Number(el.dataset.levelno) < min || (want && !el.dataset.logger.toLowerCase().includes(want));
+      }
+      for (const block of root.querySelectorAll('.logs')) {
+        block.hidden = ![...block.querySelectorAll('.log')].some((el) => !el.hidden);
+      }
+    };
+    level.addEventListener('change', apply);
+    logger.addEventListener('input', apply);
+    return h('div', { class: 'log-controls' }, h('span', { class: 'muted', text: 'logs:' }), level, logger);
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  function contentNode(content) {
+    if (content === null || content === undefined || content === '') return null;
+    if (typeof content === 'string') return longText(content);
+    if (Array.isArray(content)) {
+      return h('div', {}, content.map((part) => (part && part.type === 'text' ? longText(part.text) : longText(JSON.stringify(part, null, 2)))));
+    }
+    return longText(JSON.stringify(content, null, 2));
+  }
+
+  function toolCallNode(call) {
+    const fn = call.function || {};
+    const args = prettyJson(fn.arguments === undefined ? '' : fn.arguments);
+    return h('div', { class: 'tool-call' },
+      h('div', { class: 'tool-head' }, h('span', { class: 'tool-icon', text: '⚙' }), h('span', { class: 'tool-name', text: fn.name || '(no name)' }), h('span', { class: 'muted', text: call.id || '' }),
+        args.valid ? null : badge('arguments are not valid JSON', 'bad')),
+      longText(args.text, 3000, 60));
+  }
+
+  function messageNode(message) {
+    const role = String(message.role || 'unknown');
+    const el = h('div', { class: 'msg', dataset: { role } });
+    const head = h('div', { class: 'msg-head' }, h('span', { class: 'role', text: role }));
+    if (role === 'tool') head.append(h('span', { class: 'tool-name', text: message.name || '' }), h('span', { class: 'muted', text: message.tool_call_id || '' }));
+    el.append(head);
+    if (message.reasoning_content) el.append(h('details', { class: 'reasoning' }, h('summary', { text: 'reasoning' }), longText(message.reasoning_content)));
+    const body = contentNode(message.content);
+    if (body) el.append(body);
+    else if (!message.tool_calls) el.append(h('p', { class: 'muted', text: '(empty)' }));
+    for (const call of message.tool_calls || []) el.append(toolCallNode(call));
+    return el;
+  }
+
+  // Lays the transcript out turn by turn and puts each log record where it was emitted.
+  function transcript(record) {
+    const messages = record.messages || [];
+    const turns = record.turns || [];
+    const assistantAt = messages.map((m, i) => (m.role === 'assistant' ? i : -1)).filter((i) => i >= 0);
+    const turnCount = Math.min(turns.length, assistantAt.length);
+    const turnStart = assistantAt.slice(assistantAt.length - turnCount);
+    const promptEnd = turnCount ? turnStart[0] : messages.length;
+    const firstStart = turns.length ? turns[0].started_at : null;
+    const slots = new Map();
+    const put = (key, log) => { if (!slots.has(key)) slots.set(key, []); slots.get(key).push(log); };
+    for (const log of record.logs || []) {
+      if ((log.phase === 'model' || log.phase === 'tools') && log.turn < turnCount) put(`${log.phase}:${log.turn}`, log);
+      else if (log.phase === 'context' && (firstStart === null || log.time < firstStart)) put('before', log);
+      else if (log.phase === 'reward' || log.phase === 'group_reward') put('reward', log);
+      else put('after', log);
+    }
+    const start = record.started_at;
+    const root = h('div', { class: 'transcript' });
+    const prompt = messages.slice(0, promptEnd);
+    if (prompt.length) {
+      const block = h('details', { class: 'prompt', open: prompt.reduce((n, m) => n + String(m.content || '').length, 0) < 3000 },
+        h('summary', { text: `prompt · ${prompt.length} message${prompt.length > 1 ? 's' : ''}` }), prompt.map(messageNode));
+      add(root, block);
+    }
+    add(root, logBlock(slots.get('before'), 'while setting up (rollout_context)', start));
+    for (let k = 0; k < turnCount; k++) {
+      const turn = turns[k] || {};
+      const usage = turn.usage || {};
+      add(root, h('div', { class: 'turn-head', id: `turn-${k}` },
+        h('strong', { text: `turn ${k}` }),
+        h('span', { text: `model ${secs(turn.model_seconds)}` }),
+        turn.tool_seconds ? h('span', { text: `tools ${secs(turn.tool_seconds)}` }) : null,
+        h('span', { text: `${fmt(usage.prompt_tokens || 0)} → ${fmt(usage.completion_tokens || 0)} tokens` }),
+        turn.finish_reason ? h('span', { class: 'muted', text: `finish: ${turn.finish_reason}` }) : null));
+      add(root, logBlock(slots.get(`model:${k}`), `during the model call of turn ${k}`, start));
+      add(root, messageNode(messages[turnStart[k]]));
+      const end = k + 1 < turnCount ? turnStart[k + 1] : messages.length;
+      for (let i = turnStart[k] + 1; i < end; i++) add(root, messageNode(messages[i]));
+      add(root, logBlock(slots.get(`tools:${k}`), `during the tool calls of turn ${k}`, start));
+    }
+    add(root, logBlock(slots.get('after'), 'after the last turn', start));
+    add(root, logBlock(slots.get('reward'), 'while scoring', start));
+    return root;
+  }
+
+  function tokenView(turns) {
+    const withTokens = turns.filter((turn) => turn.completion_token_ids && turn.completion_token_ids.length);
+    if (!withTokens.length) return null;
+    const root = h('section', { class: 'card' }, h('h3', { text: 'Tokens' }), h('p', { class: 'muted', text: 'Completion token ids per turn, shaded by probability (darker = less likely); hover for the logprob.' }));
+    for (const turn of withTokens) {
+      const ids = turn.completion_token_ids;
+      const logprobs = turn.completion_logprobs || [];
+      const row = h('div', { class: 'tokens' });
+      const draw = (count) => {
+        clear(row);
+        for (let i = 0; i < Math.min(count, ids.length); i++) {
+          const lp = logprobs[i];
+          const p = typeof lp === 'number' ? Math.exp(lp) : null;
+          const chip = h('span', { class: 'tok', title: p === null ? `id ${ids[i]}` : `id ${ids[i]} · logprob ${lp.toFixed(4)} · p ${p.toFixed(3)}`, text: String(ids[i]) });
+          if (p !== null) chip.style.backgroundColor = `rgba(220, 80, 60, ${(1 - p) * 0.85})`;
+          row.append(chip);
+        }
+        if (ids.length > count) row.append(h('button', { type: 'button', class: 'more', text: `show all ${fmt(ids.length)}`, onclick: () => draw(ids.length) }));
+      };
+      draw(400);
+      add(root, h('div', { class: 'muted', text: `turn ${turn.index} · ${fmt(ids.length)} tokens${turn.prompt_token_ids ? ` · prompt ${fmt(turn.prompt_token_ids.length)} tokens` : ''}` }), row);
+    }
+    return root;
+  }
+
+  function copyText(text, button) {
+    const done = () => { const old = button.textContent; button.textContent = 'copied ✓'; setTimeout(() => { button.textContent = old; }, 1500); };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, () => fallbackCopy(text, done));
+    } else fallbackCopy(text, done);
+  }
+
+  function fallbackCopy(text, done) {
+    const area = h('textarea', { class: 'offscreen' });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try { document.execCommand('copy'); done(); } finally { area.remove(); }
+  }
+
+  // ---------------------------------------------------------------- group view
+
+  async function groupView(r) {
+    const group = await data.group(r.run, r.id);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${group.group_id}`, null]);
+    const names = Object.keys(group.components);
+    const nav = h('div', { class: 'navrow' },
+      group.prev ? h('a', { href: link.group(r.run, group.prev), class: 'button', text: '‹ previous group', rel: 'prev' }) : h('span', { class: 'button disabled', text: '‹ previous group' }),
+      group.next ? h('a', { href: link.group(r.run, group.next), class: 'button', text: 'next group ›', rel: 'next' }) : h('span', { class: 'button disabled', text: 'next group ›' }));
+    const example = group.example;
+    const promptMessages = example && example.payload && Array.isArray(example.payload.prompt_messages) ? example.payload.prompt_messages : [];
+    const extra = example && example.payload ? Object.fromEntries(Object.entries(example.payload).filter(([key]) => key !== 'prompt_messages')) : {};
+    const head = h('section', { class: 'head' },
+      h('h1', {}, `group `, h('span', { class: 'id', text: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
+      h('p', { class: 'muted', text: `example ${group.example_id} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${group.siblings.length} siblings` }));
+    const stats = h('div', { class: 'cards' },
+      statCard('group mean', fmt(group.mean), 'total reward'),
+      statCard('group std', fmt(group.std), group.std > 0 ? 'advantage = (reward − mean) / std' : 'all siblings tie: advantages are 0'),
+      ...names.map((name) => statCard(name, `${fmt(group.components[name].mean)} ± ${fmt(group.components[name].std)}`, 'mean ± std')));
+    const promptCard = h('details', { class: 'card prompt' }, h('summary', { text: 'example prompt and fields' }), promptMessages.map(messageNode),
+      Object.keys(extra).length ? longText(JSON.stringify(extra, null, 2)) : null);
+    const grid = h('div', { class: 'siblings' }, group.siblings.map((s) => {
+      const advantageClass = s.advantage > 0 ? 'up' : s.advantage < 0 ? 'down' : 'muted';
+      return h('article', { class: `card sibling ${s.scored ? '' : 'failed'}` },
+        h('div', { class: 'sib-head' }, h('a', { href: link.rollout(r.run, s.rollout_id), class: 'id', text: `#${s.sample_index}` }), reasonBadge(s.termination_reason, s.scored)),
+        h('div', { class: 'sib-figures' },
+          h('div', {}, h('span', { class: 'label', text: 'reward' }), h('span', { class: 'big', text: fmt(s.reward) })),
+          h('div', {}, h('span', { class: 'label', text: 'advantage' }), h('span', { class: `big ${advantageClass}`, text: signed(s.advantage) }))),
+        h('table', { class: 'mini-grid' }, h('tbody', {}, names.map((name) => h('tr', {}, h('td', { text: name }), h('td', { class: 'num' }, componentCell(s.rewards[name])))))),
+        h('div', { class: 'muted small', text: `${s.num_turns} turns · ${s.num_tool_calls} tool calls · ${fmt(s.completion_tokens)} tokens · ${secs(s.seconds)}` }),
+        s.error ? h('div', { class: 'error-box small', text: s.error }) : null,
+        h('div', { class: 'label', text: 'final answer' }), longText(s.final_text, 600, 12),
+        h('a', { href: link.rollout(r.run, s.rollout_id), class: 'button small', text: 'open rollout ›' }));
+    }));
+    put(app, head, nav, stats, promptCard, h('h2', { text: 'Siblings' }), h('div', { class: 'scroll-x' }, grid),
+      group.logs.length ? h('section', { class: 'card' }, h('h3', { text: 'group logs (compute_group_rewards)' }), group.logs.map((log) => logRecord(log, group.started_at))) : null);
+  }
+
+  // ---------------------------------------------------------------- rollout view
+
+  async function rolloutView(r) {
+    const rec = await data.rollout(r.run, r.id);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [rec.rollout_id, null]);
+    const nav = rec.nav || {};
+    const navLink = (id, label, rel) => (id ? h('a', { href: link.rollout(r.run, id), class: 'button', text: label, rel }) : h('span', { class: 'button disabled', text: label }));
+    const exportable = { ...rec };
+    delete exportable.nav;
+    const json = JSON.stringify(exportable, null, 2);
+    const copyButton = h('button', { type: 'button', class: 'button', text: 'copy JSON' });
+    copyButton.addEventListener('click', () => copyText(json, copyButton));
+    const download = h('a', { class: 'button', text: 'download JSON', download: `${fileName(rec.rollout_id)}.json`, href: STATIC ? '#' : `/api/runs/${enc(r.run)}/download/${enc(rec.rollout_id)}` });
+    if (STATIC) download.addEventListener('click', () => { download.setAttribute('href', URL.createObjectURL(new Blob([json], { type: 'application/json' }))); });
+    const toolbar = h('div', { class: 'navrow' },
+      navLink(nav.prev_sibling, '‹ prev sibling', 'prev'), navLink(nav.next_sibling, 'next sibling ›', 'next'),
+      h('span', { class: 'spacer' }),
+      navLink(nav.prev, '‹ prev in run'), navLink(nav.next, 'next in run ›'),
+      h('span', { class: 'spacer' }), copyButton, download);
+    const head = h('section', { class: 'head' },
+      h('h1', {}, h('span', { class: 'id', text: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
+      h('p', { class: 'muted', text: `example ${rec.example_id} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
+    const names = Object.keys(rec.rewards);
+    const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) })),
+      names.length ? table([
+        { label: 'component', render: (row) => row.name },
+        { label: 'value', num: true, render: (row) => fmt(row.value) },
+        { label: 'raw (env emitted)', num: true, render: (row) => (row.filled ? h('span', { class: 'muted', text: '—' }) : fmt(row.value)) },
+        { label: 'filled', render: (row) => (row.filled ? badge('zero-filled', 'warn') : h('span', { class: 'muted', text: 'no' })) },
+      ], names.map((name) => ({ name, ...rec.rewards[name] }))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
+    const usageCard = h('section', { class: 'card' }, h('h3', { text: 'usage and timing' }),
+      h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${fmt(rec.completion_tokens)} completion tokens · ${rec.num_turns} turns · ${rec.num_tool_calls} tool calls · ${secs(rec.seconds)} in all`),
+      rec.turns.length ? table([
+        { label: 'turn', num: true, render: (t) => h('a', { href: `#turn-${t.index}`, text: String(t.index) }) },
+        { label: 'starts at', num: true, render: (t) => `+${secs(Math.max(0, t.started_at - rec.started_at))}` },
+        { label: 'model', num: true, render: (t) => secs(t.model_seconds) },
+        { label: 'tools', num: true, render: (t) => secs(t.tool_seconds) },
+        { label: 'tokens in → out', num: true, render: (t) => `${fmt((t.usage || {}).prompt_tokens || 0)} → ${fmt((t.usage || {}).completion_tokens || 0)}` },
+        { label: 'tool calls', num: true, render: (t) => fmt(t.tool_calls) },
+        { label: 'finish', render: (t) => t.finish_reason || '—' },
+      ], rec.turns) : null);
+    const summary = h('div', { class: 'two-col' }, rewardCard, usageCard);
+    const errorBox = rec.error ? h('div', { class: 'error-box', role: 'alert' }, h('strong', { text: `${rec.termination_reason}: ` }), longText(rec.error, 2000, 30)) : null;
+    const body = transcript(rec);
+    const logCount = (rec.logs || []).length;
+    const section = h('section', { class: 'card transcript-card' },
+      h('div', { class: 'section-head' }, h('h3', { text: 'transcript' }), logCount ? logControls(body) : h('span', { class: 'muted', text: 'no log records' })),
+      body);
+    put(app, head, toolbar, errorBox, summary, section, tokenView(rec.turns),
+      rec.sampling ? h('details', { class: 'card' }, h('summary', { text: 'sampling parameters' }), longText(JSON.stringify(rec.sampling, null, 2))) : null);
+    if (location.hash) { const target = document.getElementById(location.hash.slice(1)); if (target) target.scrollIntoView(); }
+  }
+
+  // ---------------------------------------------------------------- boot
+
+  async function render() {
+    const r = route();
+    const views = { runs: runsView, run: runView, group: groupView, rollout: rolloutView, compare: compareView };
+    try {
+      await (views[r.view] || runsView)(r);
+      document.body.dataset.ready = r.view;
+    } catch (error) {
+      put(app, failure(error));
+      document.body.dataset.ready = 'error';
+    }
+  }
+
+  document.getElementById('brand').setAttribute('href', link.runs());
+  render();
+})();

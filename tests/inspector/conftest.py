@@ -1,0 +1,14 @@
+"""Fixtures for the inspector tests: real runs, evaluated once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inspector_runs import make_runs
+
+
+@pytest.fixture(scope="session")
+def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with two finished runs, ``a`` and ``b``."""
+    return make_runs(tmp_path_factory.mktemp("runs"))

@@ -1,0 +1,144 @@
+"""Real runs for the inspector tests (used by ``conftest.py``): evaluated through the scripted model server.
+
+Run ``a`` and run ``b`` share a dataset so they can be compared; their rollouts
+cover tool calls, log records in every phase (one with a traceback), a model
+error, and a reply carrying an XSS payload.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import benchmax
+from benchmax.envs import BaseEnv, ListDataset
+from benchmax.testing import ScriptedServer
+
+logger = logging.getLogger("tests.inspector.env")
+
+XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script></pre><b id=injected>bold</b>'
+API_KEY = "sk-inspector-test-0123456789abcdef"
+TOOL_CALL = {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}
+
+
+def _script(*steps: dict[str, Any]) -> str:
+    return "#script: " + json.dumps(list(steps))
+
+
+ROWS = [
+    ("add 1 and 2", [TOOL_CALL, {"content": "3"}]),
+    ("say something nasty", [{"content": XSS}]),
+    ("this one breaks", [{"status": 400, "message": "bad request from the scripted server"}]),
+    ("answer wrongly", [{"content": "4"}]),
+    ("add again", [TOOL_CALL, {"content": "3"}]),
+]
+
+
+class InspectEnv(BaseEnv):
+    """Calls an ``add`` tool and logs from every phase; ``lenient`` also passes "4".
+
+    ``format`` differs between even and odd samples, so groups carry signal.
+    """
+
+    max_turns = 3
+
+    def __init__(self, lenient: bool = False) -> None:
+        self.lenient = lenient
+
+    async def create_dataset(self, split: str, base_dir: Path, *, max_examples: int | None = None) -> Any:
+        return ListDataset(
+            [{"prompt_messages": [{"role": "user", "content": f"{text}\n{_script(*steps)}"}]} for text, steps in ROWS]
+        )
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        return [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+
+    async def run_tool(self, rollout_id: str, tool_name: str, **kwargs: Any) -> Any:
+        logger.info("adding %s and %s", kwargs["a"], kwargs["b"])
+        try:
+            raise ValueError("the tool tripped on purpose")
+        except ValueError:
+            logger.exception("tool problem recorded with a traceback")
+        return kwargs["a"] + kwargs["b"]
+
+    async def compute_reward(self, rollout: Any) -> dict[str, float]:
+        answer = rollout.messages[-1].get("content") or ""
+        logger.warning("scoring answer %s", answer)
+        good = answer == "3" or (self.lenient and answer == "4")
+        sample = int(rollout.rollout_id.rsplit("#", 1)[-1])
+        return {"correct": float(good), "format": 0.0 if not answer.strip() else 0.5 if sample % 2 else 0.25}
+
+
+def make_runs(root: Path) -> Path:
+    """Evaluate run ``a`` and run ``b`` (group size 3) into ``root`` through the scripted server."""
+    os.environ["BENCHMAX_INSPECT_TEST_KEY"] = API_KEY
+    try:
+        with ScriptedServer() as server:
+            for name, lenient in (("a", False), ("b", True)):
+                benchmax.evaluate(
+                    InspectEnv(lenient=lenient),
+                    base_url=server.base_url,
+                    model="scripted",
+                    group_size=3,
+                    run_dir=root / name,
+                    api_key_env="BENCHMAX_INSPECT_TEST_KEY",
+                )
+    finally:
+        os.environ.pop("BENCHMAX_INSPECT_TEST_KEY", None)
+    return root
+
+
+def write_synthetic_groups(writer: Any, start: int, count: int, *, group_size: int = 2, tokens: bool = False) -> None:
+    """Store ``count`` finished groups straight through the writer (a run "still writing")."""
+    from benchmax.envs.rollout import RolloutOutcome, TurnRecord, Usage
+    from benchmax.store import GroupWrite
+
+    now = time.time()
+    for index in range(start, start + count):
+        example_id = f"live{index:04d}"
+        outcomes = tuple(
+            RolloutOutcome(
+                rewards={"correct": float(sample % 2)},
+                termination_reason="finished",
+                rollout_id=f"eval/{example_id}#{sample}",
+                example_id=example_id,
+                split="eval",
+                messages=[
+                    {"role": "user", "content": f"question {index}"},
+                    {"role": "assistant", "content": f"answer {index}.{sample}"},
+                ],
+                turns=(
+                    TurnRecord(
+                        0,
+                        now,
+                        0.01,
+                        0.0,
+                        "stop",
+                        Usage(5, 3),
+                        prompt_token_ids=(7, 8, 9, 10, 11) if tokens else None,
+                        completion_token_ids=(101, 102, 103) if tokens else None,
+                        completion_logprobs=(-0.05, -2.5, -0.01) if tokens else None,
+                    ),
+                ),
+                started_at=now,
+                ended_at=now + 0.01,
+            )
+            for sample in range(group_size)
+        )
+        writer.write_group(
+            GroupWrite(
+                group_id=f"eval/{example_id}",
+                example_id=example_id,
+                example_idx=index,
+                batch=0,
+                outcomes=outcomes,
+                sample_indices=tuple(range(group_size)),
+                started_at=now,
+                ended_at=now,
+            )
+        )
+    writer.flush()
