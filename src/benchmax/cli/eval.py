@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,8 +13,10 @@ import typer
 from rich.console import Console
 
 from benchmax.engine.engine import EngineConfig
+from benchmax.envs.errors import DatasetError, EnvDefinitionError
 from benchmax.envs.rollout import SamplingParams
 from benchmax.runner.config import EMBEDDED, RunConfig
+from benchmax.runner.env_spec import EnvSpecError
 from benchmax.runner.run import arun
 from benchmax.store.reader import Run
 from benchmax.store.writer import StoreError
@@ -47,7 +50,9 @@ def eval_command(
     split: Annotated[str, typer.Option(help="train or eval.")] = "eval",
     max_examples: Annotated[int | None, typer.Option(help="Use at most N examples.")] = None,
     group_size: Annotated[int, typer.Option(help="Rollouts per example (siblings).")] = 1,
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 64,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Rollouts in flight at once [default: 64; on --resume: the stored value].")
+    ] = None,
     batch_size: Annotated[
         int | None, typer.Option(help="Rollouts per zero-fill batch (multiple of group size; default: whole run).")
     ] = None,
@@ -92,7 +97,7 @@ def eval_command(
                 split=split,  # type: ignore[arg-type]
                 max_examples=max_examples,
                 group_size=group_size,
-                concurrency=concurrency,
+                concurrency=concurrency if concurrency is not None else 64,
                 batch_size=batch_size,
                 model=model,
                 base_url=base_url or EMBEDDED,
@@ -114,7 +119,9 @@ def eval_command(
     execute(config, resume=resume is not None, progress=progress)
 
 
-def _resume_config(run_dir: Path, env: str | None, *, concurrency: int, base_url: str | None) -> RunConfig:
+def _resume_config(
+    run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None
+) -> RunConfig:
     try:
         with Run(run_dir) as run:
             stored = RunConfig.from_meta(run.meta["config"])
@@ -127,7 +134,12 @@ def _resume_config(run_dir: Path, env: str | None, *, concurrency: int, base_url
         )
     from dataclasses import replace
 
-    return replace(stored, run_dir=run_dir, concurrency=concurrency, base_url=base_url or stored.base_url)
+    return replace(
+        stored,
+        run_dir=run_dir,
+        concurrency=concurrency if concurrency is not None else stored.concurrency,
+        base_url=base_url or stored.base_url,
+    )
 
 
 def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
@@ -136,6 +148,9 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     assert config.run_dir is not None
+    if config.api_key_env and config.api_key_env not in os.environ:
+        console.print(f"[red]error:[/] --api-key-env {config.api_key_env}: that environment variable is not set")
+        raise typer.Exit(2)
     target = "the embedded SmolLM2-135M model" if config.base_url == EMBEDDED else config.base_url
     console.print(f"[bold]benchmax eval[/] {config.env} -> {target}  (run: {config.run_dir})")
     try:
@@ -154,8 +169,8 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     except asyncio.CancelledError:
         console.print(f"\n[yellow]stopped[/]. Resume with:\n  benchmax eval --resume {config.run_dir}")
         raise typer.Exit(143) from None
-    except StoreError as exc:
-        console.print(f"[red]error:[/] {exc}")
+    except (StoreError, EnvSpecError, EnvDefinitionError, DatasetError) as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     render_summary(console, result.stats, client_stats=result.client_stats)
     console.print(f"stored in {result.run_dir}; browse it with: benchmax inspect {result.run_dir}")

@@ -10,9 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from benchmax.runner.env_spec import EnvSpecError
 from benchmax.runner.rescore import arescore
 from benchmax.store import diff_runs, export_run
 from benchmax.store.reader import Run
+from benchmax.store.writer import StoreError
 
 console = Console()
 
@@ -50,7 +52,11 @@ def rescore_command(
     from benchmax.cli.summary import render_summary
 
     _open(run_dir).close()
-    target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output))
+    try:
+        target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output))
+    except (StoreError, EnvSpecError) as exc:
+        console.print(f"[red]error[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     with Run(target) as run:
         render_summary(console, run.stats())
     console.print(f"rescored run stored in {target}; compare with: benchmax diff {run_dir} {target}")

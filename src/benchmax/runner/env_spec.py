@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,12 +101,18 @@ def _import_file(file: Path) -> Any:
         raise EnvSpecError(f"{file}: env file not found")
     resolved = file.resolve()
     name = f"benchmax_env_{abs(hash(str(resolved))):x}"
-    if name in sys.modules:
-        return sys.modules[name]
+    # Reuse the module only while the file is unchanged: a rescore or validate in a
+    # long-lived process (a notebook) must see the env code as it is now.
+    status = resolved.stat()
+    stamp = (status.st_mtime_ns, status.st_size)
+    cached = sys.modules.get(name)
+    if cached is not None and getattr(cached, "__benchmax_stamp__", None) == stamp:
+        return cached
     spec = importlib.util.spec_from_file_location(name, resolved)
     if spec is None or spec.loader is None:
         raise EnvSpecError(f"{file}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
+    module.__benchmax_stamp__ = stamp  # type: ignore[attr-defined]
     sys.modules[name] = module
     parent = str(resolved.parent)
     added = parent not in sys.path
@@ -115,11 +122,20 @@ def _import_file(file: Path) -> Any:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise EnvSpecError(f"{file}: importing it raised {type(exc).__name__}: {exc}") from exc
+        where = _location(file, resolved, exc)
+        raise EnvSpecError(f"{where}: importing it raised {type(exc).__name__}: {exc}") from exc
     finally:
         if added:
             sys.path.remove(parent)
     return module
+
+
+def _location(file: Path, resolved: Path, exc: BaseException) -> str:
+    """``file:line`` of the env file's line that raised (or imported what raised)."""
+    if isinstance(exc, SyntaxError) and exc.filename == str(resolved) and exc.lineno:
+        return f"{file}:{exc.lineno}"
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(resolved)]
+    return f"{file}:{lines[-1]}" if lines else str(file)
 
 
 def is_base_env(env: object) -> bool:

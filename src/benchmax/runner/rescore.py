@@ -46,6 +46,7 @@ async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path |
             },
         )
         engine = Engine(env, config.engine)
+        began = time.time()
         try:
             examples = {example.id: example for example in old.examples()}
             writer.add_examples(config.split, old.examples())
@@ -78,7 +79,7 @@ async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path |
                 )
             for batch in writer.batches():
                 writer.fill_batch(batch)
-            writer.set_meta(status="completed", ended_at=time.time())
+            writer.set_meta(status="completed", ended_at=time.time(), active_seconds=time.time() - began)
         finally:
             await engine.aclose()
             await env.aclose()

@@ -36,7 +36,8 @@ class RunStats:
 
     A rollout *passes* when its total reward (sum of components after the
     zero-fill) reaches ``pass_threshold``. A group gives *no learning signal*
-    when all its siblings have the same total reward.
+    when all its siblings have the same total reward. ``wall_seconds`` counts
+    only the time a process worked on the run (resumed runs exclude the gap).
     """
 
     rollouts: int
@@ -108,6 +109,9 @@ def compute_stats(
     seconds = [row[0] for row in conn.execute("SELECT seconds FROM rollouts ORDER BY seconds")]
     started = meta.get("started_at") or first or 0.0
     ended = meta.get("ended_at") or last or started
+    wall = max(0.0, float(ended) - float(started))
+    if meta.get("status") in ("completed", "interrupted", "failed") and meta.get("active_seconds"):
+        wall = float(meta["active_seconds"])
     return RunStats(
         rollouts=total,
         scored=scored,
@@ -123,7 +127,7 @@ def compute_stats(
         latency_p95=_quantile(seconds, 0.95),
         prompt_tokens=prompt,
         completion_tokens=completion,
-        wall_seconds=max(0.0, float(ended) - float(started)),
+        wall_seconds=wall,
     )
 
 
