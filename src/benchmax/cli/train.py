@@ -37,22 +37,22 @@ def _parse_env_args(values: list[str]) -> dict[str, Any]:
 
 
 def train_command(
-    env: Annotated[str | None, typer.Argument(help="path/to/env.py[:Class], module:Class or an examples directory.")] = None,
-    model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers directory or a .gguf file.")] = "embedded",
+    env: Annotated[str | None, typer.Argument(help="path/to/env.py[:Class], module:Class or a directory.")] = None,
+    model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
-    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset (default: the env's directory).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset (default: env's dir).")] = None,
     max_examples: Annotated[int | None, typer.Option(help="Train on at most N examples.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/train-NAME-TIME).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the run in this directory from its last checkpoint.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
     group_size: Annotated[int, typer.Option(help="Rollouts per example (GRPO group).")] = 4,
     prompts_per_step: Annotated[int, typer.Option(help="Examples per optimisation step.")] = 4,
     max_steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 50,
-    max_minutes: Annotated[float | None, typer.Option(help="Stop after this much wall time (with a checkpoint).")] = None,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop after this wall time (checkpointed).")] = None,
     learning_rate: Annotated[float, typer.Option()] = 5e-6,
     temperature: Annotated[float, typer.Option()] = 1.0,
     top_p: Annotated[float, typer.Option()] = 1.0,
     max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 64,
-    weight: Annotated[list[str], typer.Option("--weight", help="Reward component weight NAME=W (repeatable).")] = [],  # noqa: B006
+    weight: Annotated[list[str], typer.Option("--weight", help="Component weight NAME=W (repeatable).")] = [],  # noqa: B006
     drop_unscorable: Annotated[
         bool, typer.Option(help="Leave operational failures out of group statistics instead of scoring them 0.")
     ] = False,
@@ -60,7 +60,7 @@ def train_command(
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N steps.")] = 10,
     seed: Annotated[int, typer.Option()] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
-    trl_arg: Annotated[list[str], typer.Option("--trl-arg", help="Extra GRPOConfig field key=value (JSON value).")] = [],  # noqa: B006
+    trl_arg: Annotated[list[str], typer.Option("--trl-arg", help="Extra GRPOConfig key=value (JSON).")] = [],  # noqa: B006
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     try:
@@ -118,7 +118,12 @@ def train_command(
         }
     try:
         config = TrainConfig(
-            env=env, run_dir=run_dir, resume=resume is not None, max_steps=max_steps, max_minutes=max_minutes, **overrides
+            env=env,
+            run_dir=run_dir,
+            resume=resume is not None,
+            max_steps=max_steps,
+            max_minutes=max_minutes,
+            **overrides,
         )
         result = train(env, config=config)
     except (TrainError, FileNotFoundError, ValueError) as exc:
@@ -127,7 +132,10 @@ def train_command(
     points = result.rewards()
     if points:
         first, last = points[0], points[-1]
-        typer.echo(f"trained {result.steps} steps: mean reward {first[1]:.3f} (step {first[0]}) -> {last[1]:.3f} (step {last[0]})")
+        typer.echo(
+            f"trained {result.steps} steps: mean reward {first[1]:.3f} (step {first[0]})"
+            f" -> {last[1]:.3f} (step {last[0]})"
+        )
     typer.echo(f"run: {result.run_dir}")
     if result.curve is not None:
         typer.echo(f"reward curve: {result.curve}")

@@ -1,0 +1,276 @@
+"""An in-process model client over a transformers model: the policy being trained.
+
+The engine talks to it exactly as to an HTTP server (it implements
+:class:`~benchmax.engine.client.ModelClient`), so env code runs unchanged; the
+runner registers it for a base URL with ``ClientPool.register``. Requests that
+arrive within a few milliseconds of each other share one padded ``generate``,
+and every turn returns its exact token ids and their logprobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from benchmax.engine.client import ChatResult, ModelError
+from benchmax.envs.rollout import Usage
+from benchmax.envs.termination import TerminationReason
+from benchmax.train.tokens import TemplateError, parse_tool_calls, render_prompt, render_suffix
+
+logger = logging.getLogger("benchmax.train.policy")
+
+
+@dataclass(slots=True)
+class TokenState:
+    """What one rollout has fed the model so far, as ids, never re-rendered."""
+
+    ids: list[int]
+    messages_seen: int
+    """How many chat messages (prompt, completions, tool results) ``ids`` covers."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    future: asyncio.Future[tuple[list[int], list[float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRecord:
+    """One sequence's generate call, as the model saw it (kept when ``record=True``)."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+
+
+@dataclass
+class InProcessPolicy:
+    """Chat completions from a local transformers model, batched across rollouts.
+
+    ``batch_window`` is how long the first request of a batch waits for others;
+    requests that arrive while a batch generates join the next one.
+    """
+
+    model: Any
+    tokenizer: Any
+    default_max_tokens: int = 256
+    batch_window: float = 0.005
+    max_batch: int = 64
+    record: bool = False
+    records: list[GenerationRecord] = field(default_factory=list)
+    generate_calls: int = 0
+    generate_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Extra ``model.generate`` arguments (``repetition_penalty``, ``sequence_bias``...)."""
+    _states: dict[str, TokenState] = field(default_factory=dict, repr=False)
+    _queue: list[_Pending] = field(default_factory=list, repr=False)
+    _wakeup: asyncio.Event | None = field(default=None, repr=False)
+    _worker: asyncio.Task[None] | None = field(default=None, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    _executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="benchmax-generate"),
+        repr=False,
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    # -- token state ---------------------------------------------------------
+
+    def state(self, rollout_id: str) -> TokenState | None:
+        return self._states.get(rollout_id)
+
+    def release(self, rollout_ids: Sequence[str]) -> None:
+        """Forget finished rollouts' token state."""
+        for rollout_id in rollout_ids:
+            self._states.pop(rollout_id, None)
+
+    def prompt_ids(self, body: Mapping[str, Any], rollout_id: str | None) -> list[int]:
+        """The ids this turn feeds the model: rendered once, then extended by suffixes."""
+        messages = list(body.get("messages") or [])
+        tools = body.get("tools")
+        state = self._states.get(rollout_id) if rollout_id is not None else None
+        if state is None:
+            ids = render_prompt(self.tokenizer, messages, tools)
+        else:
+            # messages_seen counts up to our last completion's assistant message
+            history, new = messages[: state.messages_seen], messages[state.messages_seen :]
+            if not new:
+                raise ModelError(
+                    TerminationReason.MODEL_ERROR,
+                    f"rollout {rollout_id!r} sent no new messages since its last turn",
+                )
+            ids = state.ids + render_suffix(self.tokenizer, history, new, tools)
+        return ids
+
+    # -- ModelClient ---------------------------------------------------------
+
+    async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        try:
+            prompt_ids = self.prompt_ids(body, rollout_id)
+        except TemplateError as exc:
+            raise ModelError(TerminationReason.MODEL_ERROR, str(exc)) from None
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or self.default_max_tokens)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit is not None and len(prompt_ids) + 1 > limit:
+            raise ModelError(
+                TerminationReason.CONTEXT_EXCEEDED,
+                f"prompt of {len(prompt_ids)} tokens exceeds the model's context of {limit}",
+            )
+        if limit is not None:
+            max_tokens = min(max_tokens, limit - len(prompt_ids))
+        temperature = body.get("temperature")
+        top_p = body.get("top_p")
+        completion, logprobs = await self._submit(
+            prompt_ids,
+            max_tokens,
+            1.0 if temperature is None else float(temperature),
+            1.0 if top_p is None else float(top_p),
+        )
+        eos = set(self._eos_ids())
+        finished = bool(completion) and completion[-1] in eos
+        text = self.tokenizer.decode(completion, skip_special_tokens=True)
+        content, calls = parse_tool_calls(text)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        if rollout_id is not None:
+            seen = len(body.get("messages") or [])
+            self._states[rollout_id] = TokenState(prompt_ids + completion, seen + 1)
+        return ChatResult(
+            message=message,
+            finish_reason=("tool_calls" if calls else "stop") if finished else "length",
+            usage=Usage(len(prompt_ids), len(completion)),
+            prompt_token_ids=tuple(prompt_ids),
+            completion_token_ids=tuple(completion),
+            completion_logprobs=tuple(logprobs),
+        )
+
+    async def aclose(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    # -- batching ------------------------------------------------------------
+
+    async def _submit(
+        self, prompt_ids: list[int], max_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[int], list[float]]:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._worker is None or self._worker.done():
+            self._loop = loop
+            self._queue = []
+            self._wakeup = asyncio.Event()
+            self._worker = loop.create_task(self._run_batches(), name="benchmax-policy-batcher")
+        future: asyncio.Future[tuple[list[int], list[float]]] = loop.create_future()
+        self._queue.append(_Pending(prompt_ids, max(1, max_tokens), temperature, top_p, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return await future
+
+    async def _run_batches(self) -> None:
+        assert self._wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            await asyncio.sleep(self.batch_window)
+            self._wakeup.clear()
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            if self._queue:
+                self._wakeup.set()
+            batch = [item for item in batch if not item.future.done()]
+            if not batch:
+                continue
+            groups: dict[tuple[float, float], list[_Pending]] = {}
+            for item in batch:
+                groups.setdefault((item.temperature, item.top_p), []).append(item)
+            for items in groups.values():
+                try:
+                    results = await loop.run_in_executor(self._executor, self._generate, items)
+                except Exception as exc:
+                    logger.exception("generation failed for a batch of %d", len(items))
+                    error = ModelError(TerminationReason.MODEL_ERROR, f"generation failed: {exc}")
+                    for item in items:
+                        if not item.future.done():
+                            item.future.set_exception(error)
+                    continue
+                for item, result in zip(items, results, strict=True):
+                    if not item.future.done():
+                        item.future.set_result(result)
+
+    def _eos_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        if ids is None:
+            ids = self.tokenizer.eos_token_id
+        return list(ids) if isinstance(ids, list | tuple) else [ids]
+
+    @torch.no_grad()
+    def _generate(self, items: Sequence[_Pending]) -> list[tuple[list[int], list[float]]]:
+        """One left-padded ``generate``; logprobs are log-softmax of the raw logits
+        over the sampling temperature, the quantity TRL recomputes for the loss."""
+        with self._lock:
+            self.generate_calls += 1
+            model = self.model
+            device = next(model.parameters()).device
+            pad = self.tokenizer.pad_token_id
+            width = max(len(item.prompt_ids) for item in items)
+            input_ids = torch.full((len(items), width), pad, dtype=torch.long)
+            attention = torch.zeros((len(items), width), dtype=torch.long)
+            for row, item in enumerate(items):
+                input_ids[row, width - len(item.prompt_ids) :] = torch.tensor(item.prompt_ids)
+                attention[row, width - len(item.prompt_ids) :] = 1
+            temperature = items[0].temperature
+            sample = temperature > 0
+            was_training = model.training
+            model.eval()
+            try:
+                output = model.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention.to(device),
+                    max_new_tokens=max(item.max_tokens for item in items),
+                    do_sample=sample,
+                    temperature=temperature if sample else None,
+                    top_p=items[0].top_p if sample else None,
+                    top_k=0 if sample else None,
+                    pad_token_id=pad,
+                    eos_token_id=self._eos_ids(),
+                    return_dict_in_generate=True,
+                    output_logits=True,
+                    use_cache=True,
+                    **self.generate_kwargs,
+                )
+            finally:
+                if was_training:
+                    model.train()
+            generated = output.sequences[:, width:].cpu()
+            logits = torch.stack(output.logits, dim=1).float().cpu()
+            if sample:
+                logits = logits / temperature
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+            eos = set(self._eos_ids())
+            results = []
+            for row, item in enumerate(items):
+                ids: list[int] = []
+                for token in generated[row, : item.max_tokens].tolist():
+                    ids.append(token)
+                    if token in eos:
+                        break
+                results.append((ids, logprobs[row, : len(ids)].tolist()))
+                if self.record:
+                    self.records.append(GenerationRecord(tuple(item.prompt_ids), tuple(ids)))
+            return results
