@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -29,5 +30,20 @@ def load_example(example_dir):
 
     def load(name: str) -> type:
         return EnvSpec(str(example_dir(name))).load_class()
+
+    return load
+
+
+@pytest.fixture
+def load_policy(example_dir):
+    """``load_policy(name)``: ``solver`` from ``examples/NAME/policy.py``, a scripted model that solves the tasks."""
+
+    def load(name: str):
+        path = example_dir(name) / "policy.py"
+        spec = importlib.util.spec_from_file_location(f"benchmax_example_policy_{name}", path)
+        assert spec is not None and spec.loader is not None, f"cannot load {path}"
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.solver
 
     return load

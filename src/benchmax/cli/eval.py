@@ -72,6 +72,12 @@ def eval_command(
     request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 600.0,
     tool_timeout: Annotated[float, typer.Option(help="Seconds per tool call.")] = 300.0,
     rollout_timeout: Annotated[float | None, typer.Option(help="Seconds per rollout.")] = None,
+    max_content_chars: Annotated[
+        int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")
+    ] = EngineConfig().max_content_chars,
+    max_tool_result_chars: Annotated[
+        int, typer.Option(min=1, help="Tool result text kept and sent per call (longer is cut, marked).")
+    ] = EngineConfig().max_tool_result_chars,
     executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
     workers: Annotated[int | None, typer.Option(help="Ray actors (with --executor ray).")] = None,
@@ -108,7 +114,11 @@ def eval_command(
                 run_dir=run_dir,
                 pass_threshold=pass_threshold,
                 engine=EngineConfig(
-                    request_timeout=request_timeout, tool_timeout=tool_timeout, rollout_timeout=rollout_timeout
+                    request_timeout=request_timeout,
+                    tool_timeout=tool_timeout,
+                    rollout_timeout=rollout_timeout,
+                    max_content_chars=max_content_chars,
+                    max_tool_result_chars=max_tool_result_chars,
                 ),
                 executor=executor,
                 ray_address=ray_address,
@@ -127,6 +137,12 @@ def _resume_config(
             stored = RunConfig.from_meta(run.meta["config"])
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc), param_hint="--resume") from None
+    except KeyError:
+        raise typer.BadParameter(
+            f"{run_dir} was stopped while it was being created and holds no rollouts; "
+            "start it again with the same command, without --resume",
+            param_hint="--resume",
+        ) from None
     if env is not None and env != stored.env:
         raise typer.BadParameter(
             f"{run_dir} was run with ENV {stored.env!r}, not {env!r}; resume continues the stored run as it was",

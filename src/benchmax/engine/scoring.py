@@ -29,7 +29,10 @@ def check_rewards(value: object, *, hook: str) -> dict[str, float]:
             raise InvalidRewards(
                 f"{hook} returned {key!r}={raw!r} ({type(raw).__name__}); rewards must be numbers"
             )
-        number = float(raw)
+        try:
+            number = float(raw)
+        except OverflowError:
+            raise InvalidRewards(f"{hook} returned {key!r} as an integer too large for a float") from None
         if not math.isfinite(number):
             raise InvalidRewards(f"{hook} returned {key!r}={number}; rewards must be finite")
         rewards[key] = number

@@ -1,7 +1,7 @@
 """The environment contract: what env authors write and trainers call."""
 
 from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.dataset import Dataset, JsonlDataset, ListDataset
+from benchmax.envs.dataset import Dataset, JsonlDataset, ListDataset, resolve_under
 from benchmax.envs.environment import Environment
 from benchmax.envs.errors import DatasetError, EnvDefinitionError, RolloutFailure, ToolError
 from benchmax.envs.identity import canonical_example_id
@@ -44,4 +44,5 @@ __all__ = [
     "TurnRecord",
     "Usage",
     "canonical_example_id",
+    "resolve_under",
 ]

@@ -55,7 +55,8 @@ class JsonlDataset:
     The file is streamed: with ``max_examples`` only that many rows are parsed, so
     a validation run over a 1 GB file reads a few kilobytes. Each row goes through
     ``row_to_example`` (identity by default), which returns an :class:`Example` or a
-    payload dict; a payload's id is its canonical content hash.
+    payload dict; a payload's id is its canonical content hash. With ``base_dir``
+    the path must resolve inside it (see :func:`resolve_under`).
     """
 
     def __init__(
@@ -63,12 +64,14 @@ class JsonlDataset:
         path: str | Path,
         row_to_example: RowToExample | EllipsisType | None = None,
         max_examples: int | None = None,
+        *,
+        base_dir: str | Path | None = None,
     ) -> None:
         if max_examples is not None and (
             isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 0
         ):
             raise ValueError(f"max_examples must be a non-negative int or None, got {max_examples!r}")
-        self.path = Path(path)
+        self.path = Path(path) if base_dir is None else resolve_under(base_dir, path)
         # ``row_to_example=...`` is how the spec's own example spells "the default".
         self._row_to_example = None if row_to_example is Ellipsis else row_to_example
         self._max_examples = max_examples
@@ -132,6 +135,20 @@ class JsonlDataset:
 
     def __repr__(self) -> str:
         return f"JsonlDataset({str(self.path)!r}, {len(self)} examples)"
+
+
+def resolve_under(base_dir: str | Path, name: str | Path) -> Path:
+    """``name`` resolved against ``base_dir``, refused unless it stays inside ``base_dir``.
+
+    Dataset names often come from configs or CLI flags; ``../`` segments, absolute
+    paths and symlinks are followed first (``Path.resolve``) and the result must
+    still lie under the resolved ``base_dir``, so none of them can reach other files.
+    """
+    base = Path(base_dir).resolve()
+    target = (base / name).resolve()
+    if not target.is_relative_to(base):
+        raise DatasetError(f"{name}: resolves to {target}, outside the data directory {base}; refusing to read it")
+    return target
 
 
 def to_example(item: object, *, where: str) -> Example:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import traceback
 from collections.abc import Mapping
@@ -17,6 +18,8 @@ from typing import Any
 
 from benchmax.envs.base_env import BaseEnv
 from benchmax.envs.environment import Environment
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class EnvSpecError(ValueError):
@@ -51,6 +54,11 @@ class EnvSpec:
         return bool(sep) and bool(tail) and tail.isidentifier() and not (len(head) == 1 and head.isalpha())
 
     def load_class(self) -> type[Environment]:
+        if _URL.match(self.spec):
+            raise EnvSpecError(
+                f"{self.spec}: env code is loaded from local files and installed modules only, never "
+                "fetched; download it, review it, and pass its local path"
+            )
         class_name = self.spec.rpartition(":")[2] if self._has_class() else None
         file = self._file()
         if file is not None:

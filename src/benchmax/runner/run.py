@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 import sys
@@ -108,7 +109,9 @@ async def arun(
             default_dir = spec.directory
         else:
             default_dir = None
-        writer.set_meta(env_class=f"{type(env).__module__}.{type(env).__qualname__}", status="running")
+        writer.set_meta(
+            env_class=f"{type(env).__module__}.{type(env).__qualname__}", env_file=_source_file(env), status="running"
+        )
         executor = make_executor(config, env)
         await executor.start()
         data_dir = Path(config.data_dir or default_dir or Path.cwd())
@@ -309,6 +312,15 @@ def make_executor(config: RunConfig, env: Environment) -> GroupExecutor:
 
         return RayExecutor(config)
     raise ValueError(f"unknown executor {config.executor!r}; use 'local' or 'ray'")
+
+
+def _source_file(env: Environment) -> str | None:
+    """The local file the env class was loaded from, kept in the run so it says what code ran."""
+    try:
+        source = inspect.getsourcefile(type(env))
+    except TypeError:
+        return None
+    return str(Path(source).resolve()) if source else None
 
 
 def _batch(index: int, per_batch: int | None) -> int:

@@ -113,8 +113,13 @@ def run_python(
     max_output_bytes: int = 1 << 20,
     max_file_mb: int = 64,
     python: str | None = None,
+    workdir: str | os.PathLike[str] | None = None,
 ) -> SandboxResult:
     """Run ``code`` as ``main.py`` in a fresh temp dir and return what happened.
+
+    ``workdir`` runs it in that existing directory instead, which is kept
+    afterwards: files the program writes stay for the next run (a per-rollout
+    scratch dir that its owner removes).
 
     ``files`` are written into the temp dir first (relative paths only) and the
     dir is on ``sys.path``, so helper modules import. ``timeout`` is wall-clock
@@ -131,7 +136,8 @@ def run_python(
     if memory_mb < 32:
         raise ValueError(f"memory_mb must be at least 32 (the interpreter needs it), got {memory_mb!r}")
     isolation = network_isolation(python)
-    workdir = tempfile.mkdtemp(prefix="benchmax-sandbox-")
+    own_dir = workdir is None
+    workdir = tempfile.mkdtemp(prefix="benchmax-sandbox-") if workdir is None else os.path.realpath(workdir)
     try:
         _write_files(workdir, code, files or {})
         config = {
@@ -163,7 +169,8 @@ def run_python(
         )
         duration = time.monotonic() - started
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
     stderr = err.decode("utf-8", "replace")
     if process.returncode == _SETUP_FAILED and stderr.startswith("benchmax sandbox setup failed"):
         raise SandboxError(stderr.strip())

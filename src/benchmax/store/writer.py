@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,31 @@ class GroupWrite:
 
 
 def dumps(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    except orjson.JSONEncodeError:
+        # Env output with lone surrogates or nested past orjson's limit: store what can be kept.
+        return orjson.dumps(_scrub(value), option=orjson.OPT_NON_STR_KEYS, default=repr).decode()
+
+
+def _scrub(value: Any, depth: int = 0) -> Any:
+    """``value`` with strings made valid UTF-8 and nesting cut at 200 levels (the cut is marked)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if depth >= 200:
+        return "…[nested too deep to store]"
+    if isinstance(value, Mapping):
+        return {_scrub(str(key)): _scrub(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(item, depth + 1) for item in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return _scrub(asdict(value), depth + 1)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    try:
+        return _scrub(str(value))
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
 
 
 class RunWriter:
@@ -76,11 +100,20 @@ class RunWriter:
                 f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir"
             )
         path.mkdir(parents=True, exist_ok=True)
-        conn = schema.connect(db)
+        # Built under another name and renamed into place, so a kill mid-creation never
+        # leaves a run.sqlite without its meta (which neither --resume nor a rerun could use).
+        draft = path / f".{schema.DB_NAME}.creating"
+        for leftover in (draft, Path(f"{draft}-wal"), Path(f"{draft}-shm")):
+            leftover.unlink(missing_ok=True)
+        conn = schema.connect(draft)
         schema.create(conn)
-        writer = cls(path, conn)
-        writer.set_meta(**meta)
-        return writer
+        with _transaction(conn, threading.Lock()):
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)", [(key, dumps(value)) for key, value in meta.items()]
+            )
+        conn.close()
+        draft.replace(db)
+        return cls(path, schema.connect(db))
 
     @classmethod
     def resume(cls, run_dir: str | Path) -> RunWriter:
@@ -272,22 +305,30 @@ class RunWriter:
                     reward_rows.append((outcome.rollout_id, component, value, 0))
                 for entry in outcome.logs:
                     log_rows.append(_log_row(outcome.rollout_id, group.group_id, entry))
+        try:
+            self._insert(group_rows, rollout_rows, reward_rows, log_rows)
+        except UnicodeEncodeError:
+            # A lone surrogate in an error, log line or reward name; retry with them escaped.
+            tables = (group_rows, rollout_rows, reward_rows, log_rows)
+            self._insert(*([tuple(_scrub(list(row))) for row in rows] for rows in tables))
+
+    def _insert(self, groups: list[Any], rollouts: list[Any], rewards: list[Any], logs: list[Any]) -> None:
         with _transaction(self._conn, self._lock):
             self._conn.executemany(
-                "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", group_rows
+                "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", groups
             )
             self._conn.executemany(
                 "INSERT OR REPLACE INTO rollouts VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rollout_rows,
+                rollouts,
             )
             self._conn.executemany(
-                "INSERT OR REPLACE INTO rewards VALUES (?, ?, ?, ?)", reward_rows
+                "INSERT OR REPLACE INTO rewards VALUES (?, ?, ?, ?)", rewards
             )
             self._conn.executemany(
                 "INSERT INTO logs (rollout_id, group_id, time, level, levelno, logger, message, "
                 "file, line, turn, phase, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                log_rows,
+                logs,
             )
 
 

@@ -11,9 +11,13 @@ default an echo) answers. Steps::
     {"error": "context"}                               400 context_length_exceeded
     {"status": 400, "message": "bad"}                  plain HTTP error
     {"status": 400, "body": {...}}                     HTTP error with this exact JSON body
+    {"status": 200, "body": b"..."}                    these exact bytes (a policy's raw reply)
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
+    {"fail": {"status": 503, "message": "overloaded"}, ...}   the error's message
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
     {"fail": {"reset": true, "times": 1}, ...}         connection dropped first
+    {"fail": {"truncated": true, "times": 1}, ...}     body cut short of its Content-Length
+    {"fail": {"hang": 30, "times": 1}, ...}            no reply for 30 s (then a 500)
     {"sleep": 1.5, "content": "slow"}                  delay before answering
 
 It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
@@ -27,6 +31,7 @@ import asyncio
 import hashlib
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -128,6 +133,12 @@ class ScriptedServer:
             loop.run_forever()
         finally:
             loop.run_until_complete(self.stop())
+            # Hung handlers (a "hang" fault) outlive the shutdown timeout; end them quietly.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -170,7 +181,7 @@ class ScriptedServer:
             if "body" in step:
                 return web.Response(
                     status=int(step["status"]),
-                    body=orjson.dumps(step["body"]),
+                    body=step["body"] if isinstance(step["body"], bytes) else orjson.dumps(step["body"]),
                     content_type="application/json",
                 )
             return _error(int(step["status"]), str(step.get("message", "scripted error")))
@@ -185,6 +196,9 @@ class ScriptedServer:
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)
+        if fail.get("truncated"):
+            self.counts["truncated"] += 1
+            return await _truncated(request)
         if fail.get("hang"):
             self.counts["hangs"] += 1
             await asyncio.sleep(float(fail["hang"]))
@@ -193,7 +207,7 @@ class ScriptedServer:
         headers = {}
         if "retry_after" in fail:
             headers["Retry-After"] = str(fail["retry_after"])
-        return _error(status, "scripted fault", headers=headers)
+        return _error(status, str(fail.get("message", "scripted fault")), headers=headers)
 
     def _completion(self, body: dict[str, Any], step: Mapping[str, Any]) -> bytes:
         message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
@@ -222,6 +236,7 @@ class ScriptedServer:
         data: dict[str, Any] = {
             "id": f"chatcmpl-{self.counts['requests']}",
             "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model", "scripted"),
             "choices": [choice],
             "usage": {
@@ -237,6 +252,18 @@ class ScriptedServer:
                 "content": [{"token": c, "logprob": -0.5} for c in (text or " ")]
             }
         return orjson.dumps(data)
+
+
+async def _truncated(request: web.Request) -> web.StreamResponse:
+    """Promise more body than is sent, then close: a stream cut off mid-reply."""
+    partial = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "cut sh'
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(partial) * 4
+    await response.prepare(request)
+    await response.write(partial)
+    if request.transport is not None:
+        request.transport.close()
+    return response
 
 
 def _error(
