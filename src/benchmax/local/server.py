@@ -78,7 +78,10 @@ class EmbeddedModel:
     nothing is printed to the terminal. ``base_url`` (ending in ``/v1``) and
     ``model`` are what an OpenAI-compatible client needs. A request without
     ``max_tokens`` gets ``default_max_tokens``: a 135M model can ramble until
-    the context window is full, minutes per turn on a small CPU.
+    the context window is full, minutes per turn on a small CPU. The server
+    keeps up to ``prompt_cache_bytes`` of evaluated prompt states (0 turns it
+    off): concurrent rollouts interleave on the one model, and without it every
+    turn re-reads its whole prompt.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class EmbeddedModel:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         default_max_tokens: int = 512,
+        prompt_cache_bytes: int = 256 << 20,
         startup_timeout: float = 120.0,
         stop_timeout: float = 5.0,
     ) -> None:
@@ -98,6 +102,7 @@ class EmbeddedModel:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.default_max_tokens = default_max_tokens
+        self.prompt_cache_bytes = prompt_cache_bytes
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.port: int | None = None
@@ -241,7 +246,7 @@ class EmbeddedModel:
                 "--n-ctx", str(self.n_ctx),
                 "--n-threads", str(self.n_threads),
                 "--default-max-tokens", str(self.default_max_tokens),
-                "--prompt-cache", os.environ.get("BENCHMAX_PROMPT_CACHE", "0"),
+                "--prompt-cache", str(self.prompt_cache_bytes),
                 "--fd", str(listener.fileno()),
                 "--parent-pid", str(os.getpid()),
             ]  # fmt: skip

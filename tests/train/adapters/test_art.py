@@ -15,12 +15,17 @@ import orjson
 import pytest
 from adapter_env import LookupEnv, RankedLookupEnv, example
 from art.preprocessing.tokenize import tokenize_trajectory_groups
+from art.transformers import patches as art_patches
 from openai.types.chat.chat_completion import Choice
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast, masking_utils
 
 from benchmax.testing import ScriptedServer
 from benchmax.train.adapters.art import ARTRollouts
+
+# openpipe-art 0.5.18 replaces transformers' mask preprocessing on import with a wrapper
+# for an older signature, which breaks every later generate in this pytest process.
+masking_utils._preprocess_mask_arguments = art_patches._preprocess_mask_arguments
 
 CALL = {"tool_calls": [{"name": "lookup", "arguments": {"key": "France"}}]}
 
