@@ -5,8 +5,8 @@ probe group, rollouts by the engine with the in-process policy, TRL's update,
 the run store, ``metrics.jsonl``). The policy is noise, so the rewards say
 nothing about the env's task; what is checked is that nothing in the env breaks
 under the trainer: every rollout settles with a scorable termination reason, is
-stored with its step, and every reward component the env emits reaches the
-trainer's metrics with the stored values' mean.
+stored with its step, every reward component the env emits reaches the
+trainer's metrics with the stored values' mean, and a tool env's own tools run.
 """
 
 from __future__ import annotations
@@ -30,6 +30,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GALLERY = sorted(path.name for path in EXAMPLES.iterdir() if (path / "env.py").is_file())
 ENV_KWARGS: dict[str, dict[str, Any]] = {"reasoning_gym": {"task": "basic_arithmetic", "size": 8}}
 """Constructor kwargs for envs that need them; every other env is built with none."""
+CALLS: dict[str, list[dict[str, Any]]] = {
+    "code": [{"name": "run_python", "arguments": {"code": "print(6*7)"}}],
+    "math": [{"name": "add", "arguments": {"a": 2, "b": 3}}],
+    "mcp_notes": [{"name": "list_notes", "arguments": {}}],
+    "search": [{"name": "search", "arguments": {"query": "harbour"}}],
+    "sql": [{"name": "list_tables", "arguments": {}}],
+    "workspace": [{"name": "list_files", "arguments": {}}],
+}
+"""One valid call per tool env, a single token of the tiny model, so its tools really run."""
 
 STEPS = 2
 GROUP = 2
@@ -59,11 +68,12 @@ def test_the_gallery_is_discovered():
 
 @pytest.mark.parametrize("name", GALLERY)
 def test_gallery_env_trains_two_grpo_steps_with_every_rollout_stored_and_every_component_logged(
-    name: str, tiny_model: Path, tmp_path: Path
+    name: str, tmp_path: Path
 ):
+    model = build_tiny_model(tmp_path / "model", calls=CALLS.get(name, ()))
     result = train(
         str(EXAMPLES / name),
-        model=str(tiny_model),
+        model=str(model),
         run_dir=tmp_path / "run",
         env_kwargs=ENV_KWARGS.get(name, {}),
         **SETTINGS,
@@ -71,6 +81,10 @@ def test_gallery_env_trains_two_grpo_steps_with_every_rollout_stored_and_every_c
     assert result.steps == STEPS
     emitted = _check_run(result.run_dir)
     assert emitted <= set(result.components), f"{name}: components the probe missed: {emitted - set(result.components)}"
+    if name in CALLS:
+        with Run(result.run_dir) as run:
+            answers = [m["content"] for r in run.rollouts() for m in r.messages if m["role"] == "tool"]
+        assert any(not str(answer).startswith("error:") for answer in answers), f"{name}: no tool ran: {answers}"
 
 
 def test_the_train_cli_trains_a_gallery_env_given_env_args_in_a_subprocess(tiny_model: Path, tmp_path: Path):
