@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from benchmax.cli.eval import parse_env_args
 
 
 def _parse_weights(values: list[str]) -> dict[str, float]:
@@ -21,19 +22,6 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
         if not sep or not name:
             raise typer.BadParameter(f"{item!r}: use COMPONENT=WEIGHT, e.g. correct=1.0", param_hint="--weight")
     return weights
-
-
-def _parse_env_args(values: list[str]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise typer.BadParameter(f"{item!r}: use key=value with a Python identifier key", param_hint="--env-arg")
-        try:
-            kwargs[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            kwargs[key] = raw
-    return kwargs
 
 
 def train_command(
@@ -99,7 +87,7 @@ def train_command(
     else:
         overrides = {
             "model": model,
-            "env_kwargs": _parse_env_args(env_arg),
+            "env_kwargs": parse_env_args(env_arg),
             "data_dir": data_dir,
             "max_examples": max_examples,
             "group_size": group_size,
@@ -114,7 +102,7 @@ def train_command(
             "save_steps": save_steps,
             "seed": seed,
             "threads": threads,
-            "trl_args": _parse_env_args(trl_arg),
+            "trl_args": parse_env_args(trl_arg),
         }
     try:
         config = TrainConfig(

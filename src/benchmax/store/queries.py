@@ -100,10 +100,7 @@ class RunQueries:
     """
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        db = path / schema.DB_NAME if path.is_dir() else path
-        if not db.exists():
-            raise FileNotFoundError(f"no benchmax run at {path} ({schema.DB_NAME} not found)")
+        db = schema.locate(path)
         self.path = db.parent
         self.db = db
         self._local = threading.local()

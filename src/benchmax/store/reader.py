@@ -84,10 +84,7 @@ class Run:
     """A run directory opened read-only (safe while a writer is still adding to it)."""
 
     def __init__(self, path: str | Path) -> None:
-        path = Path(path)
-        db = path / schema.DB_NAME if path.is_dir() else path
-        if not db.exists():
-            raise FileNotFoundError(f"no benchmax run at {path} ({schema.DB_NAME} not found)")
+        db = schema.locate(path)
         self.path = db.parent
         self._conn = schema.connect(db, readonly=True)
 

@@ -96,6 +96,15 @@ CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
 """
 
 
+def locate(path: str | Path) -> Path:
+    """The database of a run directory (or the database file itself), which must exist."""
+    path = Path(path)
+    db = path / DB_NAME if path.is_dir() else path
+    if not db.exists():
+        raise FileNotFoundError(f"no benchmax run at {path} ({DB_NAME} not found)")
+    return db
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the run database with the pragmas every reader and writer relies on."""
     if readonly:
