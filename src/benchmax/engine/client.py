@@ -124,7 +124,7 @@ class HttpModelClient:
         auth: StaticBearerAuth | None = None,
         *,
         timeout: float = 600.0,
-        max_concurrency: int = 512,
+        max_concurrency: int = 256,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -237,7 +237,7 @@ class ClientPool:
         self,
         *,
         timeout: float = 600.0,
-        max_concurrency: int = 512,
+        max_concurrency: int = 256,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.timeout = timeout

@@ -77,8 +77,9 @@ class EngineConfig:
     """Seconds for one tool call; past it the rollout ends as ``timeout``."""
     rollout_timeout: float | None = None
     """Seconds for a whole rollout, context and scoring included."""
-    max_concurrent_requests: int = 512
-    """Requests in flight per endpoint, shared by all rollouts."""
+    max_concurrent_requests: int = 256
+    """Requests in flight per endpoint, shared by all rollouts (vLLM's default
+    ``max_num_seqs`` is 256: more only queues inside the server)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_content_chars: int = 200_000
     """Model text kept per message (longer is truncated, and marked)."""
