@@ -123,3 +123,20 @@ def test_the_summary_tables_print_the_figures(run_dir):
     assert [[cell.strip() for cell in lines[name].split("│")[1:4]] for name in ("e1", "e2", "e3")] == [
         ["e1", "2/2", "100%"], ["e2", "1/2", "50%"], ["e3", "1/2", "50%"]
     ]  # fmt: skip
+
+
+def test_a_run_of_single_rollout_groups_reports_learning_signal_as_not_applicable(tmp_path):
+    writer = RunWriter.create(tmp_path / "single", {"pass_threshold": 1.0})
+    writer.add_examples("eval", [Example("e1", {"prompt_messages": [{"role": "user", "content": "q"}]})])
+    outcome = RolloutOutcome(
+        rewards={"correct": 1.0}, termination_reason="finished", rollout_id="r1", example_id="e1", split="eval"
+    )
+    writer.write_group(GroupWrite("eval/e1", "e1", 0, batch=0, outcomes=(outcome,), sample_indices=(0,)))
+    writer.fill_batch(0)
+    writer.close()
+    with open_run(tmp_path / "single") as run:
+        stats = run.stats()
+    assert (stats.groups, stats.groups_single, stats.groups_no_signal) == (1, 1, 0)
+    console = Console(record=True, width=160)
+    render_summary(console, stats)
+    assert "n/a: one rollout per group" in console.export_text()

@@ -32,10 +32,11 @@ def render_summary(console: Console, stats: RunStats, *, client_stats: dict | No
     overview.add_row(
         f"pass rate (reward >= {stats.pass_threshold:g})", f"{stats.pass_rate:.1%} ({stats.passed}/{stats.rollouts})"
     )
-    overview.add_row(
-        "groups without learning signal",
-        f"{stats.groups_no_signal} of {stats.groups} (all siblings scored the same)",
-    )
+    if stats.groups and stats.groups_single == stats.groups:
+        signal = "n/a: one rollout per group (use --group-size 2 or more)"
+    else:
+        signal = f"{stats.groups_no_signal} of {stats.groups} (all siblings scored the same)"
+    overview.add_row("groups without learning signal", signal)
     overview.add_row("latency p50 / p95", f"{stats.latency_p50:.2f}s / {stats.latency_p95:.2f}s")
     overview.add_row("tokens prompt / completion", f"{stats.prompt_tokens:,} / {stats.completion_tokens:,}")
     overview.add_row("wall time", f"{stats.wall_seconds:.1f}s")

@@ -50,6 +50,7 @@ class RunStats:
     examples: tuple[ExamplePass, ...]
     groups: int
     groups_no_signal: int
+    groups_single: int
     latency_p50: float
     latency_p95: float
     prompt_tokens: int
@@ -101,8 +102,8 @@ def compute_stats(
             (pass_threshold,),
         )
     )
-    groups, no_signal = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(low = high AND size > 1), 0) FROM ("
+    groups, no_signal, single = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(low = high AND size > 1), 0), COALESCE(SUM(size = 1), 0) FROM ("
         " SELECT MIN(COALESCE(reward, 0)) AS low, MAX(COALESCE(reward, 0)) AS high, COUNT(*) AS size"
         " FROM rollouts GROUP BY group_id)"
     ).fetchone()
@@ -123,6 +124,7 @@ def compute_stats(
         examples=examples,
         groups=groups,
         groups_no_signal=no_signal,
+        groups_single=single,
         latency_p50=_quantile(seconds, 0.50),
         latency_p95=_quantile(seconds, 0.95),
         prompt_tokens=prompt,
