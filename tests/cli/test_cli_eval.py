@@ -154,3 +154,13 @@ def test_resume_refuses_a_different_env_and_a_changed_dataset(tmp_path, server):
     assert "the dataset changed since this run started: 2 stored examples vs 2 now, first difference at index 1" in (
         changed.stdout
     )
+
+
+def test_the_request_limit_option_reaches_the_stored_engine_config(tmp_path, server):
+    write_split(tmp_path / "data", [row("1", "only")])
+
+    result = _eval(tmp_path, server, "--max-requests", "3", "--no-progress")
+
+    assert result.returncode == 0, result.stdout
+    with open_run(tmp_path / "run") as run:
+        assert run.meta["config"]["engine"]["max_concurrent_requests"] == 3

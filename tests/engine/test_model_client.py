@@ -273,3 +273,40 @@ async def test_a_registered_client_serves_its_base_url(make_engine, make_request
     result = await engine.run_group([request])
     assert result.outcomes[0].messages[-1]["content"] == "local"
     assert policy.rollouts == ["local-1"]
+
+
+async def test_the_per_endpoint_request_limit_bounds_requests_in_flight_across_rollouts():
+    import asyncio
+
+    from aiohttp import web
+
+    from benchmax.engine import HttpModelClient
+
+    in_flight = 0
+    peak = 0
+
+    async def chat(request: web.Request) -> web.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        return web.json_response(
+            {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    client = HttpModelClient(f"http://127.0.0.1:{port}/v1", max_concurrency=3)
+    try:
+        results = await asyncio.gather(*(client.chat({"model": "m", "messages": []}) for _ in range(20)))
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+    assert [result.message["content"] for result in results] == ["ok"] * 20
+    assert peak == 3

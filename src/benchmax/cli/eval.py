@@ -72,6 +72,9 @@ def eval_command(
     request_timeout: Annotated[float, typer.Option(help="Seconds per model request.")] = 600.0,
     tool_timeout: Annotated[float, typer.Option(help="Seconds per tool call.")] = 300.0,
     rollout_timeout: Annotated[float | None, typer.Option(help="Seconds per rollout.")] = None,
+    max_requests: Annotated[
+        int, typer.Option(help="Model requests in flight per endpoint, shared by all rollouts.")
+    ] = EngineConfig().max_concurrent_requests,
     max_content_chars: Annotated[
         int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")
     ] = EngineConfig().max_content_chars,
@@ -117,6 +120,7 @@ def eval_command(
                     request_timeout=request_timeout,
                     tool_timeout=tool_timeout,
                     rollout_timeout=rollout_timeout,
+                    max_concurrent_requests=max_requests,
                     max_content_chars=max_content_chars,
                     max_tool_result_chars=max_tool_result_chars,
                 ),
