@@ -6,6 +6,8 @@ so one server serves many rollouts that each behave differently.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
@@ -82,3 +84,32 @@ async def make_engine() -> AsyncIterator[Callable[..., Engine]]:
     yield make
     for engine in engines:
         await engine.aclose()
+
+
+class LoopTicks:
+    """How often a task sleeping ``interval`` woke: proof the event loop stayed free."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@contextlib.asynccontextmanager
+async def _ticking(interval: float) -> AsyncIterator[LoopTicks]:
+    ticks = LoopTicks()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            ticks.count += 1
+
+    task = asyncio.create_task(tick())
+    try:
+        yield ticks
+    finally:
+        task.cancel()
+
+
+@pytest.fixture
+def loop_ticks() -> Callable[[float], contextlib.AbstractAsyncContextManager[LoopTicks]]:
+    """``async with loop_ticks(0.01) as ticks: ...`` then assert on ``ticks.count``."""
+    return _ticking

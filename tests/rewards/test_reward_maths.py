@@ -1,4 +1,3 @@
-import asyncio
 import logging
 import threading
 import time
@@ -63,24 +62,13 @@ def test_verification_works_from_worker_threads(verifier):
     assert results == [True]
 
 
-async def test_math_equal_and_math_reward_run_off_the_event_loop():
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    try:
+async def test_math_equal_and_math_reward_run_off_the_event_loop(loop_ticks):
+    async with loop_ticks(0.01) as ticks:
         assert await math_equal(r"\frac{1}{4}", "0.25")
         assert await math_reward(r"so <answer>\frac{6}{8}</answer>", "0.75") == 1.0
         assert await math_reward(r"\boxed{5}", "6") == 0.0
         assert await math_reward("   ", "6") == 0.0
-    finally:
-        task.cancel()
-    assert ticks > 0
+    assert ticks.count > 0
     assert math_equal_sync("3", "3.0")
 
 

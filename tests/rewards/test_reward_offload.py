@@ -25,19 +25,10 @@ async def test_run_sync_runs_in_another_thread_and_keeps_log_attribution():
     assert [entry.message.startswith("scored in benchmax-reward") for entry in sink.entries] == [True]
 
 
-async def test_run_sync_does_not_stall_the_event_loop():
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.005)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    await run_sync(threading.Event().wait, 0.2)
-    task.cancel()
-    assert ticks >= 10
+async def test_run_sync_does_not_stall_the_event_loop(loop_ticks):
+    async with loop_ticks(0.005) as ticks:
+        await run_sync(threading.Event().wait, 0.2)
+    assert ticks.count >= 10
 
 
 async def test_run_in_process_runs_in_another_process():
