@@ -114,7 +114,3 @@ def capture(sink: LogSink) -> Iterator[LogSink]:
         yield sink
     finally:
         _SINK.reset(token)
-
-
-def current_sink() -> LogSink | None:
-    return _SINK.get()

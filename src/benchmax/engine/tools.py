@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -336,7 +335,6 @@ async def _run_one(
     problem = _schema_problem(known[call.name], arguments)
     if problem is not None:
         return problem
-    started = time.perf_counter()
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
@@ -361,5 +359,4 @@ async def _run_one(
     except Exception as exc:
         logger.exception("tool %r raised %s", call.name, type(exc).__name__)
         return ToolStop(TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
-    logger.debug("tool %s ran in %.3fs", call.name, time.perf_counter() - started)
     return serialise_result(result, max_chars)

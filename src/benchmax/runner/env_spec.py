@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs.base_env import BaseEnv
 from benchmax.envs.environment import Environment
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -100,8 +99,6 @@ class EnvSpec:
         except TypeError as exc:
             raise EnvSpecError(f"cannot construct {cls.__name__}(**{dict(self.kwargs)!r}): {exc}") from exc
 
-    def describe(self) -> dict[str, Any]:
-        return {"spec": self.spec, "kwargs": dict(self.kwargs)}
 
 
 def _import_file(file: Path) -> Any:
@@ -144,7 +141,3 @@ def _location(file: Path, resolved: Path, exc: BaseException) -> str:
         return f"{file}:{exc.lineno}"
     lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(resolved)]
     return f"{file}:{lines[-1]}" if lines else str(file)
-
-
-def is_base_env(env: object) -> bool:
-    return isinstance(env, BaseEnv)
