@@ -52,6 +52,14 @@ class SamplingParams:
     logprobs: bool = False
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SamplingParams:
+        """The inverse of ``dataclasses.asdict``, as a run store keeps it (``stop`` as a list)."""
+        values = dict(data or {})
+        if values.get("stop"):
+            values["stop"] = tuple(values["stop"])
+        return cls(**values)
+
     def to_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {}
         if self.temperature is not None:

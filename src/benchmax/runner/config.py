@@ -87,13 +87,11 @@ class RunConfig:
         from benchmax.engine.client import RetryPolicy
 
         values = dict(data)
-        sampling = dict(values.pop("sampling", {}) or {})
-        if sampling.get("stop"):
-            sampling["stop"] = tuple(sampling["stop"])
+        sampling = SamplingParams.from_dict(values.pop("sampling", None))
         engine = dict(values.pop("engine", {}) or {})
         if "retry" in engine:
             engine["retry"] = RetryPolicy(**engine["retry"])
         for key in ("data_dir", "run_dir"):
             if values.get(key) is not None:
                 values[key] = Path(values[key])
-        return cls(sampling=SamplingParams(**sampling), engine=EngineConfig(**engine), **values)
+        return cls(sampling=sampling, engine=EngineConfig(**engine), **values)

@@ -88,7 +88,7 @@ async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path |
 
 
 def _request(record: RolloutRecord, example: Example, meta: dict) -> RolloutRequest:
-    sampling = SamplingParams(**{**(record.sampling or {}), "stop": tuple((record.sampling or {}).get("stop") or ())})
+    sampling = SamplingParams.from_dict(record.sampling)
     return RolloutRequest(
         rollout_id=record.rollout_id,
         example=example,
