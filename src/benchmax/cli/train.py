@@ -49,6 +49,14 @@ def train_command(
     seed: Annotated[int, typer.Option()] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     trl_arg: Annotated[list[str], typer.Option("--trl-arg", help="Extra GRPOConfig key=value (JSON).")] = [],  # noqa: B006
+    vllm: Annotated[
+        str | None,
+        typer.Option(help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url)."),
+    ] = None,
+    vllm_url: Annotated[str | None, typer.Option(help="A running `vllm serve` for --vllm server.")] = None,
+    vllm_arg: Annotated[
+        list[str], typer.Option("--vllm-arg", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1.")
+    ] = [],  # noqa: B006
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     try:
@@ -103,6 +111,9 @@ def train_command(
             "seed": seed,
             "threads": threads,
             "trl_args": parse_env_args(trl_arg),
+            "vllm": vllm,
+            "vllm_url": vllm_url,
+            "vllm_sampling": parse_env_args(vllm_arg),
         }
     try:
         config = TrainConfig(

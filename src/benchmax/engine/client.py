@@ -17,8 +17,9 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import orjson
@@ -36,6 +37,8 @@ _CONTEXT_PATTERN = re.compile(
 )
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _MAX_ERROR_BODY = 2000
+
+T = TypeVar("T")
 
 
 class ModelError(Exception):
@@ -158,16 +161,41 @@ class HttpModelClient:
         return self._session
 
     async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+        return await self._send("POST", self._url, payload, _parse_completion)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[dict[str, Any]], T],
+        body: dict[str, Any] | None = None,
+    ) -> T:
+        """Another route of the same server (``/completions``, ``/models``) with the
+        retries, concurrency limit and error mapping of ``chat``. ``parse`` turns the
+        reply's JSON object into a result; a ``ValueError`` from it is a malformed
+        reply, retried like one."""
+
+        def _parse(raw: bytes) -> T:
+            data = _json_object(raw)
+            try:
+                return parse(data)
+            except ValueError as exc:
+                raise _malformed(str(exc)) from None
+
+        payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) if body is not None else None
+        return await self._send(method, f"{self.base_url}{path}", payload, _parse)
+
+    async def _send(self, method: str, url: str, payload: bytes | None, parse: Callable[[bytes], T]) -> T:
         session = self._ensure_session()
         assert self._semaphore is not None
-        payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         attempt = 0
         while True:
             attempt += 1
             self.stats.requests += 1
             try:
                 async with self._semaphore:
-                    return await self._post_once(session, payload)
+                    return parse(await self._once(session, method, url, payload))
             except _Retryable as failure:
                 if attempt >= self.retry.max_attempts or not self._spend_retry():
                     self.stats.failures[failure.cause] += 1
@@ -196,9 +224,9 @@ class HttpModelClient:
         used = sum(self.stats.retries.values())
         return used < self.retry.budget_floor + self.retry.budget_ratio * self.stats.requests
 
-    async def _post_once(self, session: aiohttp.ClientSession, payload: bytes) -> ChatResult:
+    async def _once(self, session: aiohttp.ClientSession, method: str, url: str, payload: bytes | None) -> bytes:
         try:
-            async with session.post(self._url, data=payload, headers=self._headers) as response:
+            async with session.request(method, url, data=payload, headers=self._headers) as response:
                 raw = await response.read()
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
@@ -221,7 +249,7 @@ class HttpModelClient:
                 # Some proxies echo the key back in their error; errors end up in the store.
                 raw = raw.replace(self._secret, b"***")
             raise _classify_error(status, raw, retry_after)
-        return _parse_completion(raw)
+        return raw
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
@@ -331,13 +359,18 @@ def _malformed(why: str) -> _Retryable:
     return _Retryable("malformed", f"malformed completion: {why}", reason=TerminationReason.MODEL_ERROR)
 
 
-def _parse_completion(raw: bytes) -> ChatResult:
+def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise _malformed(f"invalid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise _malformed("body is not a JSON object")
+    return data
+
+
+def _parse_completion(raw: bytes) -> ChatResult:
+    data = _json_object(raw)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise _malformed("no choices")

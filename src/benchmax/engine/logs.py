@@ -79,13 +79,21 @@ class LogSink:
 
 
 class _RolloutLogHandler(logging.Handler):
+    """Holds its own reference to the context variable: records logged while the
+    interpreter shuts down (an unclosed session's ``__del__``) arrive after module
+    globals are cleared."""
+
+    def __init__(self, sink: ContextVar[LogSink | None]) -> None:
+        super().__init__(level=logging.NOTSET)
+        self._sink = sink
+
     def emit(self, record: logging.LogRecord) -> None:
-        sink = _SINK.get()
+        sink = self._sink.get()
         if sink is not None:
             sink.add(record)
 
 
-_handler = _RolloutLogHandler(level=logging.NOTSET)
+_handler = _RolloutLogHandler(_SINK)
 
 
 def install(level: int = logging.INFO) -> None:

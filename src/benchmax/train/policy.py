@@ -1,10 +1,12 @@
-"""An in-process model client over a transformers model: the policy being trained.
+"""Token-faithful model clients for training: the policy answers the engine's turns.
 
-The engine talks to it exactly as to an HTTP server (it implements
+The engine talks to a policy exactly as to an HTTP server (each implements
 :class:`~benchmax.engine.client.ModelClient`), so env code runs unchanged; the
-runner registers it for a base URL with ``ClientPool.register``. Requests that
-arrive within a few milliseconds of each other share one padded ``generate``,
-and every turn returns its exact token ids and their logprobs.
+trainer registers it for a base URL with ``ClientPool.register``. Every turn
+returns its exact token ids and their logprobs. :class:`InProcessPolicy` runs
+the trainer's own transformers model (turns that arrive within a few
+milliseconds share one padded ``generate``); ``benchmax.train.vllm`` holds the
+vLLM backends.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,13 +38,14 @@ class TokenState:
     """How many chat messages (prompt, completions, tool results) ``ids`` covers."""
 
 
-@dataclass(slots=True)
-class _Pending:
-    prompt_ids: list[int]
-    max_tokens: int
-    temperature: float
-    top_p: float
-    future: asyncio.Future[tuple[list[int], list[float]]]
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One completion as a backend produced it."""
+
+    ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finished: bool
+    """True when the model ended its turn (an end token), False at the token limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,38 +56,49 @@ class GenerationRecord:
     completion_ids: tuple[int, ...]
 
 
-@dataclass
-class InProcessPolicy:
-    """Chat completions from a local transformers model, batched across rollouts.
+@dataclass(slots=True)
+class GenerationRequest:
+    """One turn waiting for a backend: its prompt ids and sampling settings."""
 
-    ``batch_window`` is how long the first request of a batch waits for others;
-    requests that arrive while a batch generates join the next one.
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+
+
+class TokenPolicy:
+    """A chat ``ModelClient`` over a token-in/token-out generator.
+
+    The engine speaks chat messages; training needs the exact ids the model saw
+    and produced. A rollout's first turn is rendered once with the chat template,
+    and each later turn appends only the new messages' ids to what the model
+    already saw, so nothing is ever re-rendered. Backends (transformers
+    in-process, vLLM colocated or served) implement :meth:`generate`.
     """
 
-    model: Any
-    tokenizer: Any
-    default_max_tokens: int = 256
-    batch_window: float = 0.005
-    max_batch: int = 64
-    record: bool = False
-    records: list[GenerationRecord] = field(default_factory=list)
-    generate_calls: int = 0
-    generate_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Extra ``model.generate`` arguments (``repetition_penalty``, ``sequence_bias``...)."""
-    _states: dict[str, TokenState] = field(default_factory=dict, repr=False)
-    _queue: list[_Pending] = field(default_factory=list, repr=False)
-    _wakeup: asyncio.Event | None = field(default=None, repr=False)
-    _worker: asyncio.Task[None] | None = field(default=None, repr=False)
-    _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
-    _executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="benchmax-generate"),
-        repr=False,
-    )
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        default_max_tokens: int = 256,
+        max_context: int | None = None,
+        record: bool = False,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.default_max_tokens = default_max_tokens
+        self.max_context = max_context
+        self.record = record
+        self.records: list[GenerationRecord] = []
+        self._states: dict[str, TokenState] = {}
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
 
-    def __post_init__(self) -> None:
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+    async def generate(self, request: GenerationRequest) -> Generation:
+        raise NotImplementedError
+
+    async def context_limit(self) -> int | None:
+        """The longest prompt plus completion the backend accepts, if known."""
+        return self.max_context
 
     # -- token state ---------------------------------------------------------
 
@@ -122,7 +136,7 @@ class InProcessPolicy:
         except TemplateError as exc:
             raise ModelError(TerminationReason.MODEL_ERROR, str(exc)) from None
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or self.default_max_tokens)
-        limit = getattr(self.model.config, "max_position_embeddings", None)
+        limit = await self.context_limit()
         if limit is not None and len(prompt_ids) + 1 > limit:
             raise ModelError(
                 TerminationReason.CONTEXT_EXCEEDED,
@@ -132,14 +146,17 @@ class InProcessPolicy:
             max_tokens = min(max_tokens, limit - len(prompt_ids))
         temperature = body.get("temperature")
         top_p = body.get("top_p")
-        completion, logprobs = await self._submit(
-            prompt_ids,
-            max_tokens,
-            1.0 if temperature is None else float(temperature),
-            1.0 if top_p is None else float(top_p),
+        generation = await self.generate(
+            GenerationRequest(
+                prompt_ids,
+                max(1, max_tokens),
+                1.0 if temperature is None else float(temperature),
+                1.0 if top_p is None else float(top_p),
+            )
         )
-        eos = set(self._eos_ids())
-        finished = bool(completion) and completion[-1] in eos
+        completion = list(generation.ids)
+        if self.record:
+            self.records.append(GenerationRecord(tuple(prompt_ids), generation.ids))
         text = self.tokenizer.decode(completion, skip_special_tokens=True)
         content, calls = parse_tool_calls(text)
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -150,12 +167,62 @@ class InProcessPolicy:
             self._states[rollout_id] = TokenState(prompt_ids + completion, seen + 1)
         return ChatResult(
             message=message,
-            finish_reason=("tool_calls" if calls else "stop") if finished else "length",
+            finish_reason=("tool_calls" if calls else "stop") if generation.finished else "length",
             usage=Usage(len(prompt_ids), len(completion)),
             prompt_token_ids=tuple(prompt_ids),
-            completion_token_ids=tuple(completion),
-            completion_logprobs=tuple(logprobs),
+            completion_token_ids=generation.ids,
+            completion_logprobs=generation.logprobs,
         )
+
+    async def aclose(self) -> None:
+        """Nothing to release per loop; backends with connections override this."""
+
+    def close(self) -> None:
+        """Release threads; called once, when training ends."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: GenerationRequest
+    future: asyncio.Future[Generation]
+
+
+class Batcher:
+    """Gathers turns that arrive within ``window`` seconds into one blocking
+    ``generate`` call on a worker thread, so concurrent rollouts share a batch
+    while the event loop stays free. Turns that arrive during a batch join the next.
+    Batches hold one sampling setting each (``generate`` takes one)."""
+
+    def __init__(
+        self,
+        generate: Callable[[Sequence[GenerationRequest]], list[Generation]],
+        *,
+        window: float = 0.005,
+        max_batch: int = 64,
+        name: str = "benchmax-generate",
+    ) -> None:
+        self._generate = generate
+        self.window = window
+        self.max_batch = max_batch
+        self._name = name
+        self._queue: list[_Pending] = []
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    async def submit(self, request: GenerationRequest) -> Generation:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._worker is None or self._worker.done():
+            self._loop = loop
+            self._queue = []
+            self._wakeup = asyncio.Event()
+            self._worker = loop.create_task(self._run(), name=f"{self._name}-batcher")
+        future: asyncio.Future[Generation] = loop.create_future()
+        self._queue.append(_Pending(request, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return await future
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None
@@ -166,29 +233,12 @@ class InProcessPolicy:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
-    # -- batching ------------------------------------------------------------
-
-    async def _submit(
-        self, prompt_ids: list[int], max_tokens: int, temperature: float, top_p: float
-    ) -> tuple[list[int], list[float]]:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._worker is None or self._worker.done():
-            self._loop = loop
-            self._queue = []
-            self._wakeup = asyncio.Event()
-            self._worker = loop.create_task(self._run_batches(), name="benchmax-policy-batcher")
-        future: asyncio.Future[tuple[list[int], list[float]]] = loop.create_future()
-        self._queue.append(_Pending(prompt_ids, max(1, max_tokens), temperature, top_p, future))
-        assert self._wakeup is not None
-        self._wakeup.set()
-        return await future
-
-    async def _run_batches(self) -> None:
+    async def _run(self) -> None:
         assert self._wakeup is not None
         loop = asyncio.get_running_loop()
         while True:
             await self._wakeup.wait()
-            await asyncio.sleep(self.batch_window)
+            await asyncio.sleep(self.window)
             self._wakeup.clear()
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
             if self._queue:
@@ -198,10 +248,11 @@ class InProcessPolicy:
                 continue
             groups: dict[tuple[float, float], list[_Pending]] = {}
             for item in batch:
-                groups.setdefault((item.temperature, item.top_p), []).append(item)
+                groups.setdefault((item.request.temperature, item.request.top_p), []).append(item)
             for items in groups.values():
+                requests = [item.request for item in items]
                 try:
-                    results = await loop.run_in_executor(self._executor, self._generate, items)
+                    results = await loop.run_in_executor(self._executor, self._generate, requests)
                 except Exception as exc:
                     logger.exception("generation failed for a batch of %d", len(items))
                     error = ModelError(TerminationReason.MODEL_ERROR, f"generation failed: {exc}")
@@ -213,6 +264,45 @@ class InProcessPolicy:
                     if not item.future.done():
                         item.future.set_result(result)
 
+
+class InProcessPolicy(TokenPolicy):
+    """Chat completions from a local transformers model: the policy being trained,
+    with its current weights. ``batch_window`` is how long the first turn of a
+    batch waits for others; ``generate_kwargs`` go to ``model.generate``
+    (``repetition_penalty``, ``sequence_bias``...)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        default_max_tokens: int = 256,
+        batch_window: float = 0.005,
+        max_batch: int = 64,
+        record: bool = False,
+        generate_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            tokenizer,
+            default_max_tokens=default_max_tokens,
+            max_context=getattr(model.config, "max_position_embeddings", None),
+            record=record,
+        )
+        self.model = model
+        self.generate_kwargs = dict(generate_kwargs or {})
+        self.generate_calls = 0
+        self._lock = threading.Lock()
+        self._batcher = Batcher(self._generate, window=batch_window, max_batch=max_batch)
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        return await self._batcher.submit(request)
+
+    async def aclose(self) -> None:
+        await self._batcher.aclose()
+
+    def close(self) -> None:
+        self._batcher.close()
+
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
         if ids is None:
@@ -220,7 +310,7 @@ class InProcessPolicy:
         return list(ids) if isinstance(ids, list | tuple) else [ids]
 
     @torch.no_grad()
-    def _generate(self, items: Sequence[_Pending]) -> list[tuple[list[int], list[float]]]:
+    def _generate(self, items: Sequence[GenerationRequest]) -> list[Generation]:
         """One left-padded ``generate``; logprobs are log-softmax of the raw logits
         over the sampling temperature, the quantity TRL recomputes for the loss."""
         with self._lock:
@@ -270,7 +360,6 @@ class InProcessPolicy:
                     ids.append(token)
                     if token in eos:
                         break
-                results.append((ids, logprobs[row, : len(ids)].tolist()))
-                if self.record:
-                    self.records.append(GenerationRecord(tuple(item.prompt_ids), tuple(ids)))
+                finished = bool(ids) and ids[-1] in eos
+                results.append(Generation(tuple(ids), tuple(logprobs[row, : len(ids)].tolist()), finished))
             return results

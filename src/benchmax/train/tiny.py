@@ -115,7 +115,14 @@ def tiny_tokenizer(chat_template: str = CHAT_TEMPLATE, *, calls: Sequence[Mappin
     return fast
 
 
-def tiny_model(tokenizer: Any, *, seed: int = 0, bias: float = DEFAULT_BIAS, context: int = 4096) -> Any:
+def tiny_model(
+    tokenizer: Any,
+    *,
+    seed: int = 0,
+    bias: float = DEFAULT_BIAS,
+    context: int = 4096,
+    head_dim: int | None = None,
+) -> Any:
     """A random two-layer Llama over ``tokenizer``'s vocabulary, deterministic in ``seed``.
 
     Llama, not Qwen2: transformers 5 loads the tokenizer of a saved ``qwen2``
@@ -126,7 +133,8 @@ def tiny_model(tokenizer: Any, *, seed: int = 0, bias: float = DEFAULT_BIAS, con
     ``<tool_call>`` and every whole-call token, so it is saved with the model and
     every ``generate`` (the trainer's policy included) applies it. ``context`` is
     the longest prompt plus completion the policy accepts: tool schemas in the
-    system turn take a few hundred of these word-level tokens.
+    system turn take a few hundred of these word-level tokens. ``head_dim``
+    defaults to 8; vLLM's CPU attention needs 32 or more.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -139,6 +147,7 @@ def tiny_model(tokenizer: Any, *, seed: int = 0, bias: float = DEFAULT_BIAS, con
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
+        head_dim=head_dim or 8,
         max_position_embeddings=context,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
@@ -162,6 +171,7 @@ def build_tiny_model(
     bias: float = DEFAULT_BIAS,
     calls: Sequence[Mapping[str, Any]] = (),
     chat_template: str = CHAT_TEMPLATE,
+    head_dim: int | None = None,
 ) -> Path:
     """Write a tiny random model and its tokenizer to ``directory``; return the path.
 
@@ -174,7 +184,7 @@ def build_tiny_model(
     """
     directory = Path(directory)
     tokenizer = tiny_tokenizer(chat_template, calls=calls)
-    model = tiny_model(tokenizer, seed=seed, bias=bias)
+    model = tiny_model(tokenizer, seed=seed, bias=bias, head_dim=head_dim)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -1,8 +1,10 @@
 """``benchmax train``: GRPO through TRL on any benchmax environment.
 
 TRL owns the optimisation (advantages, clipping, checkpoints); benchmax owns the
-rollouts. The policy model serves the engine in-process with its current
-weights, so every step samples from the model being trained.
+rollouts. Every step samples from the model being trained: by default the
+policy model serves the engine in-process; with ``vllm="server"`` or
+``"colocate"`` TRL's vLLM generates (TRL pushes the new weights to it before
+each step) through :mod:`benchmax.train.vllm`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from benchmax.envs.dataset import Dataset
 from benchmax.envs.rollout import SamplingParams
 from benchmax.train import model as model_loading
 from benchmax.train.plot import reward_curve
-from benchmax.train.policy import InProcessPolicy
+from benchmax.train.policy import InProcessPolicy, TokenPolicy
 from benchmax.train.rewards import component_reward
 from benchmax.train.rollouts import EventLoopThread, RolloutBridge
 
@@ -70,6 +72,12 @@ class TrainConfig:
     threads: int | None = None
     trl_args: Mapping[str, Any] = field(default_factory=dict)
     """Extra ``GRPOConfig`` fields, passed through unchanged."""
+    vllm: str | None = None
+    """Generate with TRL's vLLM: ``"server"`` (a running ``vllm serve``, at ``vllm_url``)
+    or ``"colocate"`` (an ``LLM`` inside the trainer). ``None``: the in-process policy."""
+    vllm_url: str | None = None
+    vllm_sampling: Mapping[str, Any] = field(default_factory=dict)
+    """Extra vLLM sampling fields for every turn (``logit_bias``, ``repetition_penalty``...)."""
 
     def __post_init__(self) -> None:
         if self.group_size < 2:
@@ -78,6 +86,15 @@ class TrainConfig:
             raise TrainError("prompts_per_step and max_steps must be >= 1")
         if not self.temperature > 0:
             raise TrainError(f"temperature must be > 0 to sample a group, got {self.temperature}")
+        if self.vllm is not None and self.vllm not in ("server", "colocate"):
+            raise TrainError(f"vllm must be 'server' or 'colocate', got {self.vllm!r}")
+        if self.vllm == "server" and not self.vllm_url:
+            raise TrainError(
+                "vllm='server' needs vllm_url (--vllm-url http://HOST:PORT of a running "
+                "`VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config '{\"backend\": \"nccl\"}'`)"
+            )
+        if self.vllm_url and self.vllm != "server":
+            raise TrainError("vllm_url is only used with vllm='server'")
 
     def to_meta(self) -> dict[str, Any]:
         data = asdict(self)
@@ -108,7 +125,8 @@ class Session:
 
     trainer: Any
     bridge: RolloutBridge
-    policy: InProcessPolicy
+    policy: TokenPolicy
+    """The policy that generates training rollouts (in-process, or vLLM's)."""
     engine: Engine
     env: BaseEnv
     writer: Any
@@ -117,15 +135,21 @@ class Session:
     run_dir: Path
     components: tuple[str, ...]
     owns_env: bool = True
+    probe_policy: TokenPolicy | None = None
+    """The in-process policy that ran the probe group, when vLLM generates the rest."""
 
     def close(self) -> None:
         try:
             self.loop.run(self.engine.aclose())
+            if self.probe_policy is not None:
+                self.loop.run(self.probe_policy.aclose())
             if self.owns_env:
                 self.loop.run(self.env.aclose())
         finally:
             self.loop.close()
             self.policy.close()
+            if self.probe_policy is not None:
+                self.probe_policy.close()
             if self.writer is not None:
                 self.writer.close()
 
@@ -213,7 +237,22 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         )
         components = _components(config, bridge, dataset)
         bridge.known_components = frozenset(components)
+        if config.vllm == "colocate":
+            _loadable_by_vllm(model, tokenizer, run_dir)
         trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
+        probe_policy = None
+        if config.vllm is not None:
+            from benchmax.train.vllm import vllm_policy
+
+            probe_policy, policy = policy, vllm_policy(
+                trainer,
+                tokenizer,
+                default_max_tokens=config.max_tokens,
+                batch_window=config.batch_window,
+                extra=config.vllm_sampling,
+            )
+            engine.clients.register(POLICY_URL, policy)
+            bridge.policy = policy
     except BaseException:
         loop.close()
         if policy is not None:
@@ -221,7 +260,20 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         if writer is not None:
             writer.close()
         raise
-    return Session(trainer, bridge, policy, engine, env_obj, writer, loop, config, run_dir, components, owns_env)
+    return Session(
+        trainer,
+        bridge,
+        policy,
+        engine,
+        env_obj,
+        writer,
+        loop,
+        config,
+        run_dir,
+        components,
+        owns_env,
+        probe_policy=probe_policy,
+    )
 
 
 def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, Path]:
@@ -321,12 +373,19 @@ def _trainer(
         "save_total_limit": 2,
         "reward_weights": [float(config.weights.get(name, 1.0)) for name in components],
         "report_to": "none",
-        "use_cpu": True,
+        "use_cpu": not _cuda(),
         "bf16": False,
         "seed": config.seed,
         "dataloader_num_workers": 0,
         "disable_tqdm": True,
     }
+    if config.vllm is not None:
+        arguments.update(use_vllm=True, vllm_mode=config.vllm)
+        if config.vllm == "server":
+            arguments["vllm_server_base_url"] = config.vllm_url
+        else:
+            # the default (0.9) leaves the trainer no room on a shared GPU
+            arguments["vllm_gpu_memory_utilization"] = 0.3
     arguments.update(config.trl_args)
     trainer = GRPOTrainer(
         model=model,
@@ -338,6 +397,26 @@ def _trainer(
         callbacks=[_RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
     )
     return trainer
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _loadable_by_vllm(model: Any, tokenizer: Any, run_dir: Path) -> None:
+    """Colocated vLLM loads the policy from ``model.name_or_path``: a model read
+    from a GGUF file (the embedded one) or built in memory has no such
+    directory, so its starting weights are written into the run dir first."""
+    source = Path(str(getattr(model, "name_or_path", "") or ""))
+    if (source / "config.json").is_file() and any(source.glob("*.safetensors")):
+        return
+    target = run_dir / "policy-init"
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    model.config._name_or_path = str(target)
+    logger.info("wrote the starting weights to %s for vLLM to load", target)
 
 
 def _write_logs(

