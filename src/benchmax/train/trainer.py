@@ -416,6 +416,7 @@ def _loadable_by_vllm(model: Any, tokenizer: Any, run_dir: Path) -> None:
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
     model.config._name_or_path = str(target)
+    model.name_or_path = str(target)
     logger.info("wrote the starting weights to %s for vLLM to load", target)
 
 
