@@ -60,3 +60,28 @@ class CalculatorEnv(BaseEnv):
         if any(message["role"] == "tool" for message in rollout.messages):
             rewards["used_tool"] = 1.0
         return rewards
+
+
+def calculator_bridge(policy, tokenizer, *, group_size: int = 4, max_tokens: int = 10):
+    """A ``RolloutBridge`` over this env whose engine asks ``policy``, and one
+    batch of prompts: every example ``group_size`` times."""
+    import asyncio
+    from pathlib import Path
+
+    from benchmax.engine import Engine
+    from benchmax.envs import SamplingParams
+    from benchmax.train import POLICY_URL, RolloutBridge
+
+    env = CalculatorEnv()
+    engine = Engine(env)
+    engine.clients.register(POLICY_URL, policy)
+    dataset = asyncio.run(env.create_dataset("train", Path(".")))
+    bridge = RolloutBridge(
+        engine=engine,
+        examples={example.id: example for example in dataset},
+        tokenizer=tokenizer,
+        base_url=POLICY_URL,
+        sampling=SamplingParams(temperature=1.0, max_tokens=max_tokens),
+        policy=policy,
+    )
+    return bridge, [example.id for example in dataset for _ in range(group_size)]

@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import torch
-from calculator_env import CalculatorEnv
+from calculator_env import calculator_bridge
 
-from benchmax.engine import Engine
-from benchmax.envs import SamplingParams
-from benchmax.train import POLICY_URL, InProcessPolicy, RolloutBridge, render_prompt
+from benchmax.train import InProcessPolicy, render_prompt
 
 
 def _bridge(model, tokenizer, bias, **policy_kwargs):
     policy = InProcessPolicy(model, tokenizer, record=True, generate_kwargs={"sequence_bias": bias}, **policy_kwargs)
-    env = CalculatorEnv()
-    engine = Engine(env)
-    engine.clients.register(POLICY_URL, policy)
-    dataset = asyncio.run(env.create_dataset("train", Path(".")))
-    bridge = RolloutBridge(
-        engine=engine,
-        examples={example.id: example for example in dataset},
-        tokenizer=tokenizer,
-        base_url=POLICY_URL,
-        sampling=SamplingParams(temperature=1.0, max_tokens=10),
-        policy=policy,
-    )
-    prompts = [example.id for example in dataset for _ in range(4)]
+    bridge, prompts = calculator_bridge(policy, tokenizer)
     return bridge, policy, prompts
 
 

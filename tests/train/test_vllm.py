@@ -22,14 +22,12 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-from calculator_env import CalculatorEnv
+from calculator_env import calculator_bridge
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from vllm_check import biased_logprobs, favoured
 
-from benchmax.engine import Engine
 from benchmax.engine.client import ModelError
-from benchmax.envs import SamplingParams
-from benchmax.train import POLICY_URL, RolloutBridge, TrainConfig, TrainError
+from benchmax.train import TrainConfig, TrainError
 from benchmax.train.tiny import build_tiny_model
 from benchmax.train.vllm import VLLMServerPolicy, _parse_generation
 
@@ -134,26 +132,13 @@ def test_colocated_vllm_trains_a_multi_turn_env_on_the_weights_being_trained(
 def test_server_policy_generates_multi_turn_rollouts_from_exact_token_ids(vllm_server: str, vllm_model_dir: Path):
     tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
     bias = favoured(tokenizer)
-    policy = VLLMServerPolicy(
-        vllm_server, tokenizer, record=True, extra_body={"logit_bias": bias}
-    )
-    env = CalculatorEnv()
-    engine = Engine(env)
-    engine.clients.register(POLICY_URL, policy)
-    dataset = asyncio.run(env.create_dataset("train", Path(".")))
-    bridge = RolloutBridge(
-        engine=engine,
-        examples={example.id: example for example in dataset},
-        tokenizer=tokenizer,
-        base_url=POLICY_URL,
-        sampling=SamplingParams(temperature=1.0, max_tokens=10),
-        policy=policy,
-    )
+    policy = VLLMServerPolicy(vllm_server, tokenizer, record=True, extra_body={"logit_bias": bias})
+    bridge, prompts = calculator_bridge(policy, tokenizer)
     torch.manual_seed(0)
     try:
-        output = bridge.generate([example.id for example in dataset for _ in range(4)], group_size=4, step=0)
+        output = bridge.generate(prompts, group_size=4, step=0)
     finally:
-        bridge.loop.run(engine.aclose())
+        bridge.loop.run(bridge.engine.aclose())
         bridge.loop.close()
 
     assert policy.model == str(vllm_model_dir) and policy.max_context == 2048
@@ -229,3 +214,17 @@ def test_vllm_settings_are_checked_before_anything_loads():
         TrainConfig(vllm="remote")
     with pytest.raises(TrainError, match="only used with vllm='server'"):
         TrainConfig(vllm="colocate", vllm_url="http://127.0.0.1:8000")
+
+
+def test_the_cli_names_the_missing_server_url_before_loading_anything(tmp_path):
+    from typer.testing import CliRunner
+
+    from benchmax.cli import app
+
+    env_file = str(HERE / "calculator_env.py")
+    result = CliRunner().invoke(
+        app, ["train", f"{env_file}:CalculatorEnv", "--vllm", "server", "--run-dir", str(tmp_path / "run")]
+    )
+    assert result.exit_code == 2
+    assert "--vllm-url" in result.output
+    assert not (tmp_path / "run").exists()

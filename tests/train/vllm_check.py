@@ -53,9 +53,9 @@ def serve(directory: str, port: str) -> None:
 
 
 def favoured(tokenizer) -> dict[int, float]:
-    calls = [token for token in tokenizer.get_added_vocab() if token.startswith("<tool_call>{")]
-    tokens = (tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(["<tool_call>", *calls]))
-    return {int(token): SEQUENCE_BIAS for token in tokens}
+    from benchmax.train.tiny import favoured_tokens
+
+    return {int(token): SEQUENCE_BIAS for token in favoured_tokens(tokenizer)}
 
 
 def biased_logprobs(model, bias: dict[int, float], prompt: list[int], completion: list[int]) -> list[float]:

@@ -265,7 +265,44 @@ class Batcher:
                         item.future.set_result(result)
 
 
-class InProcessPolicy(TokenPolicy):
+class BatchedPolicy(TokenPolicy):
+    """A policy whose backend generates a batch per blocking call (transformers'
+    ``generate``, ``vllm.LLM.generate``): concurrent turns go through a
+    :class:`Batcher`, and subclasses implement :meth:`_generate`."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        default_max_tokens: int = 256,
+        max_context: int | None = None,
+        batch_window: float = 0.005,
+        max_batch: int = 64,
+        record: bool = False,
+        name: str = "benchmax-generate",
+    ) -> None:
+        super().__init__(tokenizer, default_max_tokens=default_max_tokens, max_context=max_context, record=record)
+        self.generate_calls = 0
+        self._batcher = Batcher(self._run_batch, window=batch_window, max_batch=max_batch, name=name)
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        return await self._batcher.submit(request)
+
+    async def aclose(self) -> None:
+        await self._batcher.aclose()
+
+    def close(self) -> None:
+        self._batcher.close()
+
+    def _run_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        self.generate_calls += 1
+        return self._generate(requests)
+
+    def _generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        raise NotImplementedError
+
+
+class InProcessPolicy(BatchedPolicy):
     """Chat completions from a local transformers model: the policy being trained,
     with its current weights. ``batch_window`` is how long the first turn of a
     batch waits for others; ``generate_kwargs`` go to ``model.generate``
@@ -286,22 +323,13 @@ class InProcessPolicy(TokenPolicy):
             tokenizer,
             default_max_tokens=default_max_tokens,
             max_context=getattr(model.config, "max_position_embeddings", None),
+            batch_window=batch_window,
+            max_batch=max_batch,
             record=record,
         )
         self.model = model
         self.generate_kwargs = dict(generate_kwargs or {})
-        self.generate_calls = 0
         self._lock = threading.Lock()
-        self._batcher = Batcher(self._generate, window=batch_window, max_batch=max_batch)
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        return await self._batcher.submit(request)
-
-    async def aclose(self) -> None:
-        await self._batcher.aclose()
-
-    def close(self) -> None:
-        self._batcher.close()
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -314,7 +342,6 @@ class InProcessPolicy(TokenPolicy):
         """One left-padded ``generate``; logprobs are log-softmax of the raw logits
         over the sampling temperature, the quantity TRL recomputes for the loss."""
         with self._lock:
-            self.generate_calls += 1
             model = self.model
             device = next(model.parameters()).device
             pad = self.tokenizer.pad_token_id

@@ -158,10 +158,15 @@ def tiny_model(
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     if bias:
-        calls = [token for token in tokenizer.get_added_vocab() if token.startswith("<tool_call>{")]
-        favoured = (tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(["<tool_call>", *calls]))
-        model.generation_config.sequence_bias = [[[token], float(bias)] for token in favoured]
+        model.generation_config.sequence_bias = [[[token], float(bias)] for token in favoured_tokens(tokenizer)]
     return model
+
+
+def favoured_tokens(tokenizer: Any) -> tuple[int, ...]:
+    """End-of-turn, ``<tool_call>`` and every whole-call token: the ids a bias
+    pushes so a random policy ends turns and calls tools often."""
+    calls = [token for token in tokenizer.get_added_vocab() if token.startswith("<tool_call>{")]
+    return (tokenizer.eos_token_id, *tokenizer.convert_tokens_to_ids(["<tool_call>", *calls]))
 
 
 def build_tiny_model(
