@@ -144,6 +144,15 @@ class RunQueries:
         row = self._one(sql, params)
         return row[0] if row else None
 
+    def _page_ids(
+        self, source: str, key: str, order: str, params: Sequence[Any], offset: int, limit: int
+    ) -> tuple[int, list[Any]]:
+        """How many rows ``source`` (a table with its WHERE, or a parenthesised
+        subquery) holds, and the ``key`` of one page of them in ``order``."""
+        total = self._scalar(f"SELECT COUNT(*) FROM {source}", params) or 0
+        rows = self._all(f"SELECT {key} FROM {source} ORDER BY {order} LIMIT ? OFFSET ?", [*params, limit, offset])
+        return total, [row[0] for row in rows]
+
     def _cached(self, name: str, compute: Any) -> Any:
         stamp = self._stamp()
         hit = self._cache.get(name)
@@ -404,14 +413,7 @@ class RunQueries:
         if text:
             where, params = "WHERE example_id LIKE ? ESCAPE '\\'", [_like(text)]
         if sort in ("idx", "example_id"):
-            total = self._scalar(f"SELECT COUNT(*) FROM examples {where}", params) or 0
-            ids = [
-                row[0]
-                for row in self._all(
-                    f"SELECT example_id FROM examples {where} ORDER BY {sort} {direction} LIMIT ? OFFSET ?",
-                    [*params, limit, offset],
-                )
-            ]
+            total, ids = self._page_ids(f"examples {where}", "example_id", f"{sort} {direction}", params, offset, limit)
             if total:
                 return Page(self._example_rows(ids), total, offset, limit)
         threshold = self._threshold()
@@ -422,17 +424,12 @@ class RunQueries:
             f" FROM rollouts {where} GROUP BY example_id"
         )
         params = [threshold, threshold, *params]
-        total = self._scalar(f"SELECT COUNT(*) FROM ({inner})", params) or 0
         order = _EXAMPLE_SORTS.get(sort, "example_id")
         if order == "idx":
             order = "example_id"
-        ids = [
-            row[0]
-            for row in self._all(
-                f"SELECT example_id FROM ({inner}) ORDER BY {order} {direction}, example_id LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            )
-        ]
+        total, ids = self._page_ids(
+            f"({inner})", "example_id", f"{order} {direction}, example_id", params, offset, limit
+        )
         return Page(self._example_rows(ids), total, offset, limit)
 
     def _example_rows(self, example_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -492,14 +489,7 @@ class RunQueries:
             where, params = "WHERE example_id = ?", [example_id]
         if sort in ("order", "group_id", "example_id", "batch") and not no_signal:
             order = {"order": "example_idx {d}, step {d}"}.get(sort, f"{sort} {{d}}").format(d=direction)
-            total = self._scalar(f"SELECT COUNT(*) FROM groups {where}", params) or 0
-            ids = [
-                row[0]
-                for row in self._all(
-                    f"SELECT group_id FROM groups {where} ORDER BY {order}, group_id LIMIT ? OFFSET ?",
-                    [*params, limit, offset],
-                )
-            ]
+            total, ids = self._page_ids(f"groups {where}", "group_id", f"{order}, group_id", params, offset, limit)
             return Page(self._group_rows(ids), total, offset, limit)
         inner = (
             "SELECT group_id, COUNT(*) AS n, AVG(COALESCE(reward, 0)) AS mean,"
@@ -509,17 +499,10 @@ class RunQueries:
             " AS variance"
             f" FROM rollouts {where} GROUP BY group_id" + (" HAVING n > 1 AND low = high" if no_signal else "")
         )
-        total = self._scalar(f"SELECT COUNT(*) FROM ({inner})", params) or 0
         order = {"size": "n", "std": "variance"}.get(sort, sort)
         if order not in ("n", "mean", "low", "high", "failed", "variance"):
             order = "group_id"
-        ids = [
-            row[0]
-            for row in self._all(
-                f"SELECT group_id FROM ({inner}) ORDER BY {order} {direction}, group_id LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            )
-        ]
+        total, ids = self._page_ids(f"({inner})", "group_id", f"{order} {direction}, group_id", params, offset, limit)
         return Page(self._group_rows(ids), total, offset, limit)
 
     def _group_rows(self, group_ids: Sequence[str]) -> list[dict[str, Any]]:
