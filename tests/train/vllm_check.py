@@ -26,8 +26,6 @@ policy ends turns and calls tools often (vLLM's ``logit_bias``)."""
 
 
 def serve(directory: str, port: str) -> None:
-    from vllm.entrypoints.openai.api_server import run_server  # noqa: F401  (fail fast when vLLM is missing)
-
     os.execv(
         sys.executable,
         [
