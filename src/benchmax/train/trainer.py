@@ -28,6 +28,7 @@ from benchmax.train.plot import reward_curve
 from benchmax.train.policy import InProcessPolicy, TokenPolicy
 from benchmax.train.rewards import component_reward
 from benchmax.train.rollouts import EventLoopThread, RolloutBridge
+from benchmax.train.vllm import VLLM_MODES, vllm_policy
 
 logger = logging.getLogger("benchmax.train")
 
@@ -86,7 +87,7 @@ class TrainConfig:
             raise TrainError("prompts_per_step and max_steps must be >= 1")
         if not self.temperature > 0:
             raise TrainError(f"temperature must be > 0 to sample a group, got {self.temperature}")
-        if self.vllm is not None and self.vllm not in ("server", "colocate"):
+        if self.vllm is not None and self.vllm not in VLLM_MODES:
             raise TrainError(f"vllm must be 'server' or 'colocate', got {self.vllm!r}")
         if self.vllm == "server" and not self.vllm_url:
             raise TrainError(
@@ -242,8 +243,6 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
         probe_policy = None
         if config.vllm is not None:
-            from benchmax.train.vllm import vllm_policy
-
             probe_policy, policy = policy, vllm_policy(
                 trainer,
                 tokenizer,
