@@ -8,6 +8,7 @@ module's request tests; the lifecycle tests start their own.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from benchmax.envs import (
 )
 from benchmax.local import (
     EMBEDDED_MODEL_NAME,
+    PORTABLE_REBUILD,
     EmbeddedModel,
     EmbeddedModelError,
     check_installed,
@@ -47,6 +49,19 @@ CALCULATOR = {
             "type": "object",
             "properties": {"expression": {"type": "string"}},
             "required": ["expression"],
+        },
+    },
+}
+
+MULTIPLY = {
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "description": "Multiply two integers",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
         },
     },
 }
@@ -132,6 +147,65 @@ async def test_tools_without_tool_choice_yield_a_bounded_tool_call(model):
     calls = result.message.get("tool_calls")
     assert calls and calls[0]["function"]["name"] == "calculator"
     assert result.usage.completion_tokens <= 24 * 2
+
+
+def test_the_server_in_use_passed_its_self_test_on_a_portable_build(model):
+    # The fixture's server answered a forced multi-token tool call before it was handed out
+    # (llama.cpp's batched prompt path). The build CI makes is portable: a build tuned to its
+    # build machine's AVX-512/AMX crashes on machines that advertise but do not run them.
+    info = model.system_info or ""
+    assert "AVX2 = 1" in info or "NEON = 1" in info, info
+    assert "AMX" not in info and "AVX512 = 1" not in info, (
+        f"llama-cpp-python was built for this machine's CPU ({model.system_info}); rebuild it: {PORTABLE_REBUILD}"
+    )
+    assert model.plain_kernels is False
+
+
+async def test_a_long_prompt_gets_a_multi_token_tool_call(model):
+    client = HttpModelClient(model.base_url)
+    question = " ".join(f"Item {index} costs {index * 3} dollars." for index in range(40))
+    try:
+        result = await client.chat(
+            {
+                "model": model.model,
+                "messages": [{"role": "user", "content": f"{question} Multiply 37 by 91 with the tool."}],
+                "tools": [MULTIPLY],
+                "tool_choice": {"type": "function", "function": {"name": "multiply"}},
+                "max_tokens": 32,
+                "temperature": 0.0,
+            }
+        )
+    finally:
+        await client.aclose()
+    assert result.usage.prompt_tokens > 200
+    assert result.usage.completion_tokens > 1
+    call = result.message["tool_calls"][0]["function"]
+    arguments = json.loads(call["arguments"])
+    assert call["name"] == "multiply" and isinstance(arguments, dict), call
+    assert all(isinstance(arguments.get(name), int) for name in ("a", "b")), call
+
+
+def test_a_build_that_crashes_on_batched_prompts_is_restarted_with_plain_kernels(local_extra, tmp_path, caplog):
+    # The drill dies by SIGSEGV on every chat request unless the extra buffer types are off,
+    # as the AMX kernels of a build tuned to another CPU do.
+    with EmbeddedModel(tmp_path, crash_drill="unless-plain") as running:
+        assert running.plain_kernels is True
+        assert b"--no-extra-buffers" in Path(f"/proc/{running.pid}/cmdline").read_bytes().split(b"\0")
+    warning = " ".join(record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+    assert "killed by SIGSEGV (signal 11) during its self-test" in warning
+    assert PORTABLE_REBUILD in warning
+
+
+def test_a_server_that_always_crashes_says_what_died_and_how_to_fix_it(local_extra, tmp_path):
+    with pytest.raises(EmbeddedModelError) as caught:
+        EmbeddedModel(tmp_path, crash_drill="every-chat").start()
+    message = str(caught.value)
+    assert "was killed by SIGSEGV (signal 11) during its self-test" in message
+    assert "again with its AMX/repacked kernels off" in message
+    assert str(tmp_path / "embedded-model.log") in message
+    assert "crash drill 'every-chat': SIGSEGV on chat request 1" in message, "the log tail is quoted"
+    assert PORTABLE_REBUILD in message and "--base-url" in message
+    assert "llama.cpp build: CPU :" in message
 
 
 async def test_a_request_without_max_tokens_stops_at_the_default_cap(model):

