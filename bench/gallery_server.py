@@ -18,8 +18,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from benchmax.cli.eval import parse_env_args
-from benchmax.runner.env_spec import EnvSpec
+from benchmax.cli._eval import parse_env_args
+from benchmax.envs import EnvSpec
 from benchmax.testing import ScriptedServer
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from benchmax.envs.rollout import LogEntry, RolloutOutcome, TurnRecord, Usage
-from benchmax.envs.types import Example
+from benchmax.envs import Example, LogEntry, RolloutOutcome, TurnRecord, Usage
 from benchmax.inspector import create_app
 from benchmax.store import GroupWrite, RunWriter
 

@@ -25,7 +25,7 @@ def test_validate_prints_every_problem_with_its_location_and_exits_1(tmp_path):
         f"error {where}.list_tools: CheckedEnv.list_tools()[0] ('add'): function.parameters must describe an "
         "object (type: object)"
     )
-    assert errors[1].startswith(f"error {where}.create_dataset('train'): {data / 'train.jsonl'}:1: payload needs")
+    assert errors[1].startswith(f"error {where}.create_dataset('train'): {data / 'train.jsonl'}:1: the payload needs")
     assert errors[2].startswith(f"error {where}.create_dataset('eval'): {data / 'eval.jsonl'}:2: invalid JSON")
     assert len(errors) == 3
     assert "3 problem(s) found" in result.stdout

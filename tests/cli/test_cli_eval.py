@@ -40,8 +40,11 @@ def test_the_summary_prints_the_hand_computed_figures_of_the_run(tmp_path, serve
 
     result = _eval(tmp_path, server, "--group-size", "2", "--seed", "0")
 
-    assert result.returncode == 0, result.stdout
+    # Two of six rollouts failed operationally: more than --max-failure-rate 0.1, so exit 1.
+    assert result.returncode == 1, result.stdout
     out = result.stdout
+    assert "run failed: 2 of 6 rollouts (33.3%) failed operationally" in out
+    assert "first model_error error: HTTP 400" in out
     # correct: 1 1 | 1 0 | 0 0 (both filled); bonus: .5 .5 | 0 0 | 0 0 (four filled)
     assert _cells(out, "correct") == ["correct", "0.5000", "0.5000", "0", "1", "2"]
     assert _cells(out, "bonus") == ["bonus", "0.1667", "0.2357", "0", "0.5", "4"]
@@ -69,7 +72,7 @@ def test_sampling_options_extra_body_and_the_api_key_reach_the_server_and_the_ke
     result = _eval(
         tmp_path, server, "--group-size", "2", "--temperature", "0.25", "--top-p", "0.9", "--max-tokens", "33",
         "--seed", "7", "--extra-body", '{"top_k": 4, "min_p": 0.05}', "--api-key-env", "BENCHMAX_KEY_FOR_TESTS",
-        env=cli_env(BENCHMAX_KEY_FOR_TESTS=SECRET),
+        "--max-failure-rate", "0.5", env=cli_env(BENCHMAX_KEY_FOR_TESTS=SECRET),
     )  # fmt: skip
 
     assert result.returncode == 0, result.stdout
@@ -111,10 +114,16 @@ def test_env_args_are_parsed_as_json_and_fall_back_to_strings(tmp_path, server):
         (["--extra-body", "[1, 2]"], "must be a JSON object"),
         (["--extra-body", "{nope"], "not JSON"),
         (["--env-arg", "no-equals-sign"], "use key=value with a Python identifier key"),
-        (["--group-size", "2", "--batch-size", "3"], "must be a positive multiple of group_size"),
-        (["--split", "test"], "split must be one of"),
+        (["--group-size", "2", "--batch-size", "3"], "3 is not a multiple of --group-size 2"),
+        (["--split", "test"], "'test' is not one of 'train', 'eval'"),
+        (["--executor", "foo"], "'foo' is not one of 'local', 'ray'"),
+        (["--group-size", "0"], "--group-size"),
+        (["--max-examples", "0"], "--max-examples"),
     ],
-    ids=["extra-body-not-object", "extra-body-not-json", "env-arg-shape", "batch-size", "split"],
+    ids=[
+        "extra-body-not-object", "extra-body-not-json", "env-arg-shape", "batch-size", "split", "executor",
+        "group-size", "max-examples",
+    ],
 )
 def test_bad_options_are_refused_before_anything_runs(tmp_path, server, args, message):
     write_split(tmp_path / "data", [row("1", "only")])

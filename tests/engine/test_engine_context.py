@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from benchmax.engine import EngineConfig, RetryPolicy
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
 from benchmax.envs import BaseEnv, ListDataset, RolloutFailure
 
 

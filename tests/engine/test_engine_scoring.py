@@ -68,13 +68,21 @@ async def test_individual_and_group_rewards_are_merged_per_rollout(make_engine, 
 
 
 async def test_group_rewards_may_be_keyed_by_rollout_id(make_engine, make_request):
-    env = GroupEnv(group=lambda rollouts: {"c": {"win": 1.0}, "a": {"win": 0.0}})
+    env = GroupEnv(group=lambda rollouts: {"c": {"win": 1.0}, "a": {"win": 0.0}, "b": {}})
     result = await run_group(make_engine, make_request, env)
     assert [o.rewards for o in result.outcomes] == [
         {"own": 1.0, "win": 0.0},
         {"own": 1.0},
         {"own": 1.0, "win": 1.0},
     ]
+
+
+async def test_a_group_mapping_that_misses_a_rollout_fails_the_group_as_0_2_does(make_engine, make_request):
+    env = GroupEnv(group=lambda rollouts: {"c": {"win": 1.0}, "a": {"win": 0.0}})
+    result = await run_group(make_engine, make_request, env)
+    assert {o.termination_reason for o in result.outcomes} == {"group_reward_error"}
+    assert all("missing=['b']" in (o.error or "") for o in result.outcomes)
+    assert all(o.rewards == {} for o in result.outcomes)
 
 
 async def test_the_group_hook_runs_once_after_all_siblings_and_sees_their_transcripts(make_engine, make_request):
@@ -159,7 +167,7 @@ async def test_a_group_hook_exception_fails_the_scorable_siblings_and_is_logged_
     ("returned", "says"),
     [
         ([{"rank": 1.0}], "returned 1 reward dicts for 3 rollouts"),
-        ({"zzz": {"rank": 1.0}}, "rollout ids it was not given: ['zzz']"),
+        ({"zzz": {"rank": 1.0}}, "misaligned rollout ids: missing=['a', 'b', 'c'], unknown=['zzz']"),
         ([{"rank": math.nan}] * 3, "'rank'=nan; rewards must be finite"),
         ([{"rank": "high"}] * 3, "'rank'='high' (str); rewards must be numbers"),
         (42, "must return {rollout_id: rewards} or a list of reward dicts, got int"),

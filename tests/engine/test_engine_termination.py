@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from benchmax.engine import EngineConfig, RetryPolicy
-from benchmax.envs import BaseEnv, ListDataset, TerminationReason
-from benchmax.envs.termination import SCORABLE_REASONS
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
+from benchmax.envs import SCORABLE_REASONS, BaseEnv, ListDataset, TerminationReason
 
 FAST_RETRY = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
 
@@ -192,14 +192,29 @@ async def test_non_retryable_client_errors_fail_fast(make_engine, make_request, 
     assert asyncio.get_running_loop().time() - clock < 1
 
 
-@pytest.mark.parametrize("status", [500, 502, 503])
-async def test_server_errors_are_retried_then_model_error(make_engine, make_request, scripted_server, status):
-    steps = [{"fail": {"status": status, "times": 99}, "content": "never"}]
+async def test_a_request_that_keeps_failing_with_500_is_retried_then_model_error(
+    make_engine, make_request, scripted_server
+):
+    steps = [{"fail": {"status": 500, "times": 99}, "content": "never"}]
     env, outcome = await run(make_engine, make_request, steps)
     assert outcome.termination_reason == "model_error"
-    assert f"HTTP {status}" in outcome.error
+    assert "HTTP 500" in outcome.error
     assert "gave up after 3 attempts" in outcome.error
     assert len(scripted_server.requests) == 3
+    assert outcome.rewards == {} and env.scored == []
+
+
+@pytest.mark.parametrize("status", [502, 503])
+async def test_an_endpoint_that_answers_every_request_with_a_gateway_error_is_an_outage(
+    make_engine, make_request, scripted_server, status
+):
+    # The endpoint itself is unwell: the rollout waits (no retries spent) and, past the
+    # outage budget, ends as model_error naming the outage.
+    steps = [{"fail": {"status": status, "times": 999}, "content": "never"}]
+    config = EngineConfig(retry=FAST_RETRY, max_outage=0.5)
+    env, outcome = await run(make_engine, make_request, steps, config=config)
+    assert outcome.termination_reason == "model_error"
+    assert f"HTTP {status}" in outcome.error and "past the outage budget of 0.5 s" in outcome.error
     assert outcome.rewards == {} and env.scored == []
 
 

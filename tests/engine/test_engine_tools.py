@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from benchmax.engine import EngineConfig
-from benchmax.envs import BaseEnv, EnvDefinitionError, ListDataset, RolloutFailure, ToolError
+from benchmax.envs import BaseEnv, EnvDefinitionError, ListDataset, RolloutFailure, ToolError, tool_error_ids
 
 
 def tool(name: str, **properties: str) -> dict:
@@ -113,7 +113,11 @@ async def run_one(make_engine, make_request, steps, env=None, config=None):
     return result.outcomes[0]
 
 
-async def test_parallel_tool_calls_run_concurrently_and_reply_in_call_order_with_their_ids(
+class ConcurrentToolEnv(ToolEnv):
+    concurrent_tool_calls = True
+
+
+async def test_an_env_that_opts_in_runs_one_turns_calls_concurrently_replying_in_call_order(
     make_engine, make_request, scripted_server
 ):
     steps = [
@@ -127,16 +131,12 @@ async def test_parallel_tool_calls_run_concurrently_and_reply_in_call_order_with
         },
         {"content": "done"},
     ]
-    env = ToolEnv()
+    env = ConcurrentToolEnv()
     outcome = await run_one(make_engine, make_request, steps, env=env, config=EngineConfig(tool_timeout=5))
     assert outcome.termination_reason == "finished"
     replies = tool_messages(outcome)
-    assert [(m["tool_call_id"], m["name"]) for m in replies] == [
-        ("slow", "sleep"),
-        ("m1", "meet"),
-        ("sum", "add"),
-        ("m2", "meet"),
-    ]
+    assert [m["tool_call_id"] for m in replies] == ["slow", "m1", "sum", "m2"]
+    assert all(set(m) == {"role", "tool_call_id", "content"} for m in replies), "0.2.x's tool message keys"
     assert [m["content"] for m in replies] == ["slept", "met 2", "5", "met 2"]
     assert outcome.turns[0].tool_calls == 4
     assert outcome.turns[0].tool_seconds >= 0.19
@@ -145,20 +145,57 @@ async def test_parallel_tool_calls_run_concurrently_and_reply_in_call_order_with
     assert [c["id"] for c in sent[1]["tool_calls"]] == ["slow", "m1", "sum", "m2"]
 
 
+class OrderEnv(ToolEnv):
+    """Records when each call starts and ends, to tell one-after-another from concurrent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    async def run_tool(self, rollout_id, tool_name, **args):
+        self.events.append(f"start {args['seconds']}")
+        await asyncio.sleep(args["seconds"])
+        self.events.append(f"end {args['seconds']}")
+        return "slept"
+
+
+async def test_by_default_one_turns_calls_run_one_after_another_as_in_0_2(make_engine, make_request):
+    steps = [
+        {"tool_calls": [call("sleep", {"seconds": 0.05}, id="a"), call("sleep", {"seconds": 0.01}, id="b")]},
+        {"content": "done"},
+    ]
+    env = OrderEnv()
+    outcome = await run_one(make_engine, make_request, steps, env=env)
+    assert outcome.termination_reason == "finished"
+    assert env.events == ["start 0.05", "end 0.05", "start 0.01", "end 0.01"]
+
+
+async def test_a_call_that_ends_the_rollout_stops_the_calls_after_it(make_engine, make_request, scripted_server):
+    steps = [{"tool_calls": [call("hard_fail", id="x"), call("add", {"a": 1, "b": 2}, id="y")]}]
+    env = ToolEnv()
+    outcome = await run_one(make_engine, make_request, steps, env=env)
+    assert outcome.termination_reason == "sandbox_error"
+    assert [name for _, name, _ in env.calls] == ["hard_fail"]
+    assert outcome.turns[0].tool_errors == ("x",)
+
+
 @pytest.mark.parametrize(
     ("bad_call", "says"),
     [
-        (call("delete_everything"), "error: unknown tool 'delete_everything'; available tools: add,"),
-        (call("add", "{not json"), "error: tool arguments are not valid JSON"),
-        (call("add", "[1, 2]"), "error: tool arguments must be a JSON object, got list"),
-        (call("add", '"text"'), "error: tool arguments must be a JSON object, got str"),
+        (call("delete_everything"), "Unknown tool: delete_everything"),
+        (call("add", "{not json"), "Invalid JSON tool arguments: "),
+        (call("add", "[1, 2]"), "Tool arguments must be a JSON object."),
+        (call("add", '"text"'), "Tool arguments must be a JSON object."),
         (call("add", {"rollout_id": "x"}), "error: argument names ['rollout_id'] are reserved"),
     ],
 )
 async def test_a_malformed_call_gets_an_error_tool_message_and_the_rollout_continues(
     make_engine, make_request, scripted_server, bad_call, says
 ):
-    steps = [{"tool_calls": [bad_call, call("add", {"a": 1, "b": 1})]}, {"content": "recovered"}]
+    steps = [
+        {"tool_calls": [{**bad_call, "id": "bad"}, call("add", {"a": 1, "b": 1}, id="good")]},
+        {"content": "recovered"},
+    ]
     env = ToolEnv()
     outcome = await run_one(make_engine, make_request, steps, env=env)
     assert outcome.termination_reason == "finished"
@@ -166,6 +203,8 @@ async def test_a_malformed_call_gets_an_error_tool_message_and_the_rollout_conti
     bad, good = tool_messages(outcome)
     assert bad["content"].startswith(says)
     assert good["content"] == "2"
+    assert outcome.turns[0].tool_errors == ("bad",), "the error is recorded in the turn, not in the text"
+    assert tool_error_ids(outcome.turns) == {"bad"}
     assert [name for _, name, _ in env.calls] == ["add"]
     assert outcome.messages[-1] == {"role": "assistant", "content": "recovered"}
     assert scripted_server.requests[1]["messages"][2]["content"].startswith(says)
@@ -292,5 +331,5 @@ async def test_tools_are_sent_to_the_server_with_every_request(make_engine, make
     for body in scripted_server.requests:
         assert [t["function"]["name"] for t in body["tools"]] == [t["function"]["name"] for t in TOOLS]
     assistant = scripted_server.requests[1]["messages"][1]
-    assert assistant["content"] == ""
+    assert assistant["content"] is None, "a turn with tool calls keeps content None, as the model sent it (0.2.x)"
     assert orjson.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"a": 1, "b": 2}

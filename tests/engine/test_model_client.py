@@ -9,7 +9,8 @@ import time
 import orjson
 import pytest
 
-from benchmax.engine import ClientPool, EngineConfig, HttpModelClient, ModelError, RetryPolicy
+from benchmax.client import ClientPool, EndpointDown, HttpModelClient, ModelError, RetryPolicy
+from benchmax.engine import EngineConfig
 from benchmax.envs import BaseEnv, ListDataset, SamplingParams, StaticBearerAuth
 from benchmax.testing import ScriptedServer
 
@@ -102,7 +103,7 @@ async def test_the_api_key_is_sent_as_a_bearer_header_and_never_kept(make_engine
     for text in [
         repr(retried),
         repr(auth),
-        repr(engine.clients.get(scripted_server.base_url, auth)),
+        repr(engine.clients.get(scripted_server.base_url)),
         *(repr(outcome) for outcome in outcomes),
         *(repr(entry) for outcome in outcomes for entry in outcome.logs),
     ]:
@@ -179,7 +180,8 @@ async def test_retry_after_is_honoured(scripted_server):
         await client.aclose()
     assert result.message["content"] == "ok"
     assert 0.9 <= waited < 3
-    assert client.stats.snapshot() == {"requests": 2, "retries": {"http_429": 1}, "failures": {}}
+    assert client.stats.snapshot() == {"requests": 2, "retries": {"http_429": 1}, "failures": {}, "resent": 0}
+    assert not client.gate.outages, "a 429 takes the per-request retry path; it is not an outage"
 
 
 async def test_retry_after_as_an_http_date_is_honoured(scripted_server):
@@ -224,30 +226,39 @@ async def test_a_non_retryable_error_raises_model_error_with_the_status(scripted
     assert client.stats.requests == 1
 
 
-async def test_an_unreachable_server_is_a_model_error_after_retries():
-    client = HttpModelClient("http://127.0.0.1:9/v1", retry=RetryPolicy(max_attempts=2, backoff_initial=0.01))
+async def test_an_unreachable_server_holds_the_request_and_fails_it_past_the_outage_budget():
+    client = HttpModelClient(
+        "http://127.0.0.1:9/v1", retry=RetryPolicy(max_attempts=2, backoff_initial=0.01), max_outage=0.5
+    )
     try:
-        with pytest.raises(ModelError, match="gave up after 2 attempts") as info:
+        with pytest.raises(EndpointDown, match=r"endpoint http://127.0.0.1:9/v1 down for \d+ s") as info:
             await client.chat({"model": "m", "messages": []})
     finally:
         await client.aclose()
     assert info.value.reason == "model_error"
+    (outage,) = client.gate.all_outages()
+    assert outage.failed and outage.held >= 1
+    assert client.stats.retries == {}, "waiting for a down endpoint spends no retries"
 
 
-async def test_one_client_per_endpoint_and_key_is_shared_by_all_rollouts(make_engine, make_request, scripted_server):
+async def test_one_client_per_endpoint_is_shared_by_all_rollouts_whatever_their_keys(
+    make_engine, make_request, scripted_server
+):
     engine = make_engine(PlainEnv())
-    requests = [make_request([{"content": "x"}], text=f"q{i}") for i in range(20)]
+    requests = [
+        make_request([{"content": "x"}], text=f"q{i}", model_auth=StaticBearerAuth(f"key-{i % 2}")) for i in range(20)
+    ]
     await asyncio.gather(*(engine.run_group([request]) for request in requests))
     pool = engine.clients
-    client = pool.get(scripted_server.base_url, None)
-    assert pool.get(scripted_server.base_url + "/", None) is client
-    assert pool.get(scripted_server.base_url, StaticBearerAuth("other")) is not client
+    client = pool.get(scripted_server.base_url)
+    assert pool.get(scripted_server.base_url + "/") is client
     assert client.stats.requests == 20
     assert pool.stats()["requests"] == 20
+    assert {headers["Authorization"] for headers in scripted_server.headers} == {"Bearer key-0", "Bearer key-1"}
 
 
 async def test_a_registered_client_serves_its_base_url(make_engine, make_request):
-    from benchmax.engine import ChatResult
+    from benchmax.client import ChatResult
     from benchmax.envs import Usage
 
     class InProcess:
@@ -277,7 +288,7 @@ async def test_the_per_endpoint_request_limit_bounds_requests_in_flight_across_r
 
     from aiohttp import web
 
-    from benchmax.engine import HttpModelClient
+    from benchmax.client import HttpModelClient
 
     in_flight = 0
     peak = 0

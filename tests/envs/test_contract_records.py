@@ -76,10 +76,20 @@ def test_sampling_params_send_only_what_is_set():
 def test_rollout_failure_keeps_reason_and_message_across_pickling():
     failure = RolloutFailure(" sandbox_error ", "docker is down")
     copy = pickle.loads(pickle.dumps(failure))
-    assert (copy.reason, copy.message, str(copy)) == ("sandbox_error", "docker is down", "docker is down")
-    assert str(RolloutFailure("judge_error")) == "judge_error"
-    with pytest.raises(ValueError, match="needs a non-empty reason"):
-        RolloutFailure("")
+    assert (copy.termination_reason, copy.message, str(copy)) == ("sandbox_error", "docker is down", "docker is down")
+    assert copy.reason == "sandbox_error"
+
+
+def test_rollout_failure_is_0_2_s_runtime_error_with_a_required_message():
+    assert isinstance(RolloutFailure("judge_error", "the judge is down"), RuntimeError)
+    with pytest.raises(ValueError, match="non-empty termination_reason"):
+        RolloutFailure("", "why")
+    with pytest.raises(ValueError, match="non-empty message"):
+        RolloutFailure("judge_error", " ")
+    with pytest.raises(TypeError):
+        RolloutFailure("judge_error")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="cannot terminate as 'finished'"):
+        RolloutFailure("finished", "all good")
 
 
 def test_usage_adds_up():

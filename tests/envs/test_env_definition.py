@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import benchmax.envs
-from benchmax.envs import BaseEnv, EnvDefinitionError, ListDataset
+from benchmax.envs import BaseEnv, EnvDefinitionError, ListDataset, check_env_definition
 
 
 class _Dataset:
@@ -52,12 +52,13 @@ def test_everything_the_contract_names_is_importable_from_benchmax_envs():
     assert extract_completion_text([{"role": "assistant", "content": "hi"}]) == "hi"
 
 
-def test_an_env_with_neither_scoring_hook_is_rejected_when_constructed():
+def test_an_env_with_neither_scoring_hook_is_rejected_before_any_model_call():
     class NoScore(_Dataset, BaseEnv):
         max_turns = 1
 
+    env = NoScore()  # constructible, as in 0.2.x; the engine checks it before the first rollout
     with pytest.raises(EnvDefinitionError, match="NoScore implements neither compute_reward nor"):
-        NoScore()
+        check_env_definition(env)
 
 
 def test_either_scoring_hook_alone_is_enough():
@@ -80,8 +81,23 @@ def test_a_missing_max_turns_says_how_to_set_it():
         async def compute_reward(self, rollout):
             return {}
 
+    env = NoLimit()
     with pytest.raises(EnvDefinitionError, match=r"NoLimit\.max_turns is not set.*max_turns=N"):
-        NoLimit()
+        check_env_definition(env)
+
+
+def test_max_turns_may_be_set_after_super_init():
+    class Late(_Dataset, BaseEnv):
+        def __init__(self, turns: int) -> None:
+            super().__init__()
+            self.max_turns = turns
+
+        async def compute_reward(self, rollout):
+            return {}
+
+    env = Late(3)
+    check_env_definition(env)
+    assert env.max_turns == 3
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])

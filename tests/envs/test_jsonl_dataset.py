@@ -1,13 +1,24 @@
-"""``JsonlDataset``: streaming reads, ``file:line`` errors, canonical ids."""
+"""``JsonlDataset``: streaming reads, ``file:line`` errors, 0.2.x's canonical ids and row semantics."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 
-from benchmax.envs import DatasetError, Example, JsonlDataset, ListDataset, canonical_example_id
+from benchmax.envs import (
+    BaseEnv,
+    DatasetError,
+    Example,
+    JsonlDataset,
+    JsonRow,
+    ListDataset,
+    canonical_example_id,
+    collect_examples,
+)
 
 
 def row(text: str, **fields: object) -> dict:
@@ -47,13 +58,9 @@ def test_max_examples_reads_only_the_head_of_a_large_file(tmp_path):
     assert [example.payload["prompt_messages"][0]["content"] for example in dataset] == ["first"]
 
 
-def test_max_examples_zero_yields_nothing_without_opening_the_file(tmp_path):
-    assert len(JsonlDataset(tmp_path / "absent.jsonl", max_examples=0)) == 0
-
-
-@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
-def test_max_examples_must_be_a_non_negative_int(tmp_path, bad):
-    with pytest.raises(ValueError, match="max_examples"):
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+def test_max_examples_must_be_a_positive_int_as_in_0_2(tmp_path, bad):
+    with pytest.raises(ValueError, match="max_examples must be a positive integer or None"):
         JsonlDataset(tmp_path / "d.jsonl", max_examples=bad)
 
 
@@ -73,26 +80,59 @@ def test_blank_and_whitespace_lines_are_skipped_and_line_numbers_still_count_the
         (b'{"prompt_messages": [', "invalid JSON"),
         (b'"just a string"', "must be a JSON object, got str"),
         (b"42", "must be a JSON object, got int"),
+    ],
+)
+def test_a_bad_line_is_reported_with_file_line_and_the_problem(tmp_path, line, problem):
+    path = write_lines(tmp_path / "data.jsonl", [orjson.dumps(row("ok")), b"", line])
+    with pytest.raises(DatasetError, match=rf"data\.jsonl:3: .*{problem}"):
+        JsonlDataset(path)
+
+
+class _PromptEnv(BaseEnv):
+    max_turns = 1
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(self.path, max_examples=max_examples)
+
+    async def compute_reward(self, rollout):
+        return {"one": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
         (b'{"answer": 1}', "non-empty 'prompt_messages' list"),
         (b'{"prompt_messages": []}', "non-empty 'prompt_messages' list"),
         (b'{"prompt_messages": "hi"}', "non-empty 'prompt_messages' list"),
         (b'{"prompt_messages": ["hi"]}', r"prompt_messages\[0\] must be an object"),
         (b'{"prompt_messages": [{"content": "hi"}]}', r"prompt_messages\[0\] needs a string 'role'"),
-        (b'{"prompt_messages": [{"role": "user"}]}', r"prompt_messages\[0\] needs 'content'"),
         (
             b'{"prompt_messages": [{"role": "user", "content": "a"}, {"role": "user", "content": 3}]}',
             r"prompt_messages\[1\]\.content must be a string or a list",
         ),
     ],
 )
-def test_a_bad_row_is_reported_with_file_line_and_the_problem(tmp_path, line, problem):
+async def test_a_base_env_example_without_usable_prompt_messages_names_file_and_line(tmp_path, line, problem):
     path = write_lines(tmp_path / "data.jsonl", [orjson.dumps(row("ok")), b"", line])
+    assert len(JsonlDataset(path)) == 2, "a dataset on its own accepts any JSON object"
     with pytest.raises(DatasetError, match=rf"data\.jsonl:3: .*{problem}"):
-        JsonlDataset(path)
+        await collect_examples(_PromptEnv(path), "eval", tmp_path)
+
+
+async def test_prompt_messages_need_only_a_role(tmp_path):
+    path = write_lines(tmp_path / "data.jsonl", [b'{"prompt_messages": [{"role": "user"}]}'])
+    (example,) = await collect_examples(_PromptEnv(path), "eval", tmp_path)
+    assert example.payload["prompt_messages"] == [{"role": "user"}]
 
 
 def test_missing_file_names_the_path(tmp_path):
     with pytest.raises(DatasetError, match=r"nope\.jsonl: dataset file not found"):
+        JsonlDataset(tmp_path / "nope.jsonl")
+    with pytest.raises(FileNotFoundError):
         JsonlDataset(tmp_path / "nope.jsonl")
 
 
@@ -102,22 +142,27 @@ def test_payload_ids_are_canonical_content_hashes_stable_across_key_order(tmp_pa
     (a,) = JsonlDataset(write_lines(tmp_path / "a.jsonl", [first]))
     (b,) = JsonlDataset(write_lines(tmp_path / "b.jsonl", [second]))
     assert a.id == b.id == canonical_example_id(orjson.loads(first))
-    assert a.id.startswith("sha256:")
+    assert len(a.id) == 64 and int(a.id, 16) >= 0
     (c,) = JsonlDataset(write_lines(tmp_path / "c.jsonl", [first.replace(b'"a": 1', b'"a": 2')]))
     assert c.id != a.id
 
 
-def test_canonical_id_is_a_fixed_value_on_every_machine():
-    payload = {"prompt_messages": [{"role": "user", "content": "2+2?"}], "answer": "4"}
-    assert canonical_example_id(payload) == "sha256:" + _sha256_prefix(
-        b'{"answer":"4","prompt_messages":[{"content":"2+2?","role":"user"}]}'
-    )
+def test_canonical_id_is_0_2_s_fixed_value_on_every_machine():
+    payload = {"prompt_messages": [{"role": "user", "content": "2+2?"}], "answer": "4", "weight": 2.0}
+    # 0.2.x hashes {"v": 1, "value": ...} with sorted keys, no spaces, and integral floats as ints.
+    expected = hashlib.sha256(
+        b'{"v":1,"value":{"answer":"4","prompt_messages":[{"content":"2+2?","role":"user"}],"weight":2}}'
+    ).hexdigest()
+    assert canonical_example_id(payload) == expected
+    assert canonical_example_id({"x": 0.5}) == hashlib.sha256(b'{"v":1,"value":{"x":0.5}}').hexdigest()
+    assert canonical_example_id({"x": 1e15}) == hashlib.sha256(b'{"v":1,"value":{"x":1000000000000000}}').hexdigest()
+    assert canonical_example_id({"x": 1.5e-7}) == hashlib.sha256(b'{"v":1,"value":{"x":1.5e-07}}').hexdigest()
 
 
-def _sha256_prefix(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()[:24]
+@pytest.mark.parametrize("bad", [{"x": float("nan")}, {"x": 2**60}, {1: "a"}, {"x": object()}])
+def test_values_that_have_no_canonical_json_form_are_refused(bad):
+    with pytest.raises(ValueError):
+        canonical_example_id(bad)
 
 
 def test_row_to_example_may_return_an_example_with_its_own_id(tmp_path):
@@ -142,47 +187,53 @@ def test_row_to_example_may_return_a_plain_payload_dict(tmp_path):
     assert example.id == canonical_example_id(example.payload)
 
 
-def test_row_to_example_errors_name_file_and_line(tmp_path):
+def test_row_to_example_errors_keep_their_type_and_name_file_and_line(tmp_path):
     path = write_lines(tmp_path / "d.jsonl", [b'{"q": "a"}', b'{"other": 1}'])
 
     def convert(data: dict) -> dict:
         return {"prompt_messages": [{"role": "user", "content": data["q"]}]}
 
-    with pytest.raises(DatasetError, match=r"d\.jsonl:2: row_to_example raised KeyError: 'q'"):
+    with pytest.raises(KeyError, match="'q'") as caught:
         JsonlDataset(path, row_to_example=convert)
+    assert any(re.search(r"d\.jsonl:2", note) for note in caught.value.__notes__)
 
 
-def test_row_to_example_output_is_validated_too(tmp_path):
+def test_row_to_example_output_must_be_an_example_or_a_payload(tmp_path):
     path = write_lines(tmp_path / "d.jsonl", [b'{"q": "a"}'])
-    with pytest.raises(DatasetError, match=r"d\.jsonl:1: payload needs a non-empty 'prompt_messages'"):
-        JsonlDataset(path, row_to_example=lambda data: {"question": data["q"]})
+    with pytest.raises(DatasetError, match=r"d\.jsonl:1: expected an Example or a payload dict, got str"):
+        JsonlDataset(path, row_to_example=lambda data: data["q"])
 
 
-def test_duplicate_rows_are_rejected_naming_both_lines(tmp_path):
+def test_repeated_rows_load_as_repeats(tmp_path):
     line = orjson.dumps(row("same"))
     path = write_lines(tmp_path / "d.jsonl", [line, orjson.dumps(row("other")), line])
-    with pytest.raises(DatasetError, match=r"d\.jsonl:3: duplicate example id .* line 1"):
-        JsonlDataset(path)
+    dataset = JsonlDataset(path)
+    assert len(dataset) == 3
+    assert dataset[0].id == dataset[2].id != dataset[1].id
 
 
-def test_list_dataset_validates_items_and_hashes_payloads():
+def test_list_dataset_hashes_payloads_and_keeps_given_ids():
     dataset = ListDataset([row("a"), Example("given", row("b"))])
     assert [example.id for example in dataset][1] == "given"
     assert dataset[0].id == canonical_example_id(row("a"))
-    with pytest.raises(DatasetError, match=r"example\[1\]: payload needs"):
-        ListDataset([row("a"), {"nope": 1}])
+    with pytest.raises(DatasetError, match=r"example\[1\]: expected an Example or a payload dict"):
+        ListDataset([row("a"), "nope"])
 
 
-def test_a_dataset_error_from_row_to_example_gains_file_and_line(tmp_path):
-    path = write_lines(tmp_path / "d.jsonl", [b'{"q": "a"}', b'{"q": ""}'])
+def test_jsonl_dataset_is_generic_and_subclassable_as_in_0_2(tmp_path):
+    path = write_lines(tmp_path / "d.jsonl", [b'{"q": "a", "answer": "1"}'])
 
-    def convert(data: dict) -> dict:
-        if not data["q"]:
-            raise DatasetError("empty question")
-        return {"prompt_messages": [{"role": "user", "content": data["q"]}]}
+    class MathDataset(JsonlDataset[JsonRow]):
+        def __init__(self, path: Path) -> None:
+            super().__init__(path, row_to_example=self.convert)
 
-    with pytest.raises(DatasetError, match=r"^.*d\.jsonl:2: empty question$"):
-        JsonlDataset(path, row_to_example=convert)
+        @staticmethod
+        def convert(data: JsonRow) -> Example[JsonRow]:
+            payload = {"prompt_messages": [{"role": "user", "content": data["q"]}], "answer": data["answer"]}
+            return Example(id=canonical_example_id(payload), payload=payload)
+
+    (example,) = MathDataset(path)
+    assert example.payload["answer"] == "1"
 
 
 def test_row_to_example_ellipsis_means_rows_are_payloads(tmp_path):

@@ -153,7 +153,7 @@ async def test_seed_env_runs_through_the_0_2_run_group_api(tmp_path, scripted_se
     try:
         outcomes = await env.run_group(requests)
     finally:
-        await env._default_engine().aclose()
+        await env.aclose()
     assert set(outcomes) == {"g0", "g1", "g2"}
     for outcome in outcomes.values():
         assert (outcome.rewards, outcome.termination_reason, outcome.error) == (

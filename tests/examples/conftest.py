@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.runner.env_spec import EnvSpec
+from benchmax.envs import EnvSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

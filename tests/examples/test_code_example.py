@@ -9,7 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmax.engine import EngineConfig, RetryPolicy
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
 from benchmax.envs import DatasetError, RolloutRequest
 from benchmax.testing import ScriptedServer
 

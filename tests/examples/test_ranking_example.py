@@ -7,7 +7,8 @@ from collections import defaultdict
 
 import pytest
 
-from benchmax.engine import EngineConfig, RetryPolicy
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
 from benchmax.envs import RolloutRequest
 from benchmax.testing import ScriptedServer
 

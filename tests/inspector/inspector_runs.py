@@ -94,7 +94,7 @@ def make_runs(root: Path) -> Path:
 
 def write_synthetic_groups(writer: Any, start: int, count: int, *, group_size: int = 2, tokens: bool = False) -> None:
     """Store ``count`` finished groups straight through the writer (a run "still writing")."""
-    from benchmax.envs.rollout import RolloutOutcome, TurnRecord, Usage
+    from benchmax.envs import RolloutOutcome, TurnRecord, Usage
     from benchmax.store import GroupWrite
 
     now = time.time()

@@ -8,7 +8,7 @@ import typer
 from inspector_runs import API_KEY, XSS
 from typer.testing import CliRunner
 
-from benchmax.cli.inspect import inspect_command
+from benchmax.cli._inspect import inspect_command
 from benchmax.inspector import export_static
 from benchmax.inspector.export import file_name
 from benchmax.store.queries import RunQueries

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.engine import Engine, HttpModelClient
+from benchmax.client import HttpModelClient
+from benchmax.engine import Engine
 from benchmax.envs import (
     BaseEnv,
     Example,

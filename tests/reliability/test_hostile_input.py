@@ -24,9 +24,18 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from benchmax import open_run
-from benchmax.engine import EngineConfig, RetryPolicy
-from benchmax.envs import BaseEnv, DatasetError, JsonlDataset, ListDataset, RolloutFailure, ToolError
-from benchmax.envs.termination import TerminationReason, is_scorable
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
+from benchmax.envs import (
+    BaseEnv,
+    DatasetError,
+    JsonlDataset,
+    ListDataset,
+    RolloutFailure,
+    TerminationReason,
+    ToolError,
+    is_scorable,
+)
 from benchmax.runner import RunConfig, arun
 from benchmax.store import export_run
 from benchmax.testing import ScriptedServer

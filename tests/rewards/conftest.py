@@ -8,7 +8,7 @@ import re
 import orjson
 import pytest
 
-from benchmax.engine import RetryPolicy
+from benchmax.client import RetryPolicy
 from benchmax.rewards import Judge
 from benchmax.testing import ScriptedServer
 

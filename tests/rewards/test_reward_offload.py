@@ -3,7 +3,7 @@ import logging
 import os
 import threading
 
-from benchmax.engine import logs
+from benchmax.engine import _logs as logs
 from benchmax.rewards import run_in_process, run_sync
 
 

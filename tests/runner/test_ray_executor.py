@@ -25,8 +25,19 @@ import pytest
 
 import benchmax
 from benchmax.engine import GroupResult
-from benchmax.envs import BaseEnv, BaseRollout, Example, JsonlDataset, LogEntry, RolloutRequest
-from benchmax.envs.rollout import RolloutOutcome, SamplingParams, StaticBearerAuth, TurnRecord, Usage
+from benchmax.envs import (
+    BaseEnv,
+    BaseRollout,
+    Example,
+    JsonlDataset,
+    LogEntry,
+    RolloutOutcome,
+    RolloutRequest,
+    SamplingParams,
+    StaticBearerAuth,
+    TurnRecord,
+    Usage,
+)
 from benchmax.rewards import extract_completion_text
 from benchmax.runner import RunConfig, arun
 from benchmax.store import open_run
@@ -223,7 +234,7 @@ async def test_a_worker_process_that_dies_mid_run_has_its_groups_rerun_without_l
         assert run.meta["status"] == "completed"
 
 
-async def test_a_group_that_kills_every_worker_it_meets_is_stored_as_worker_lost_and_the_run_goes_on(
+async def test_a_group_that_kills_every_worker_it_meets_is_stored_as_a_harness_error_and_the_run_goes_on(
     tmp_path, ray_cluster, model_server
 ):
     rows = [row(i) for i in range(4)]
@@ -232,16 +243,16 @@ async def test_a_group_that_kills_every_worker_it_meets_is_stored_as_worker_lost
     result = await arun(config(data, tmp_path / "run", model_server, executor="ray", workers=2))
 
     assert result.client_stats["ray"]["worker_deaths"] == 3
-    assert result.stats.reasons == {"finished": 6, "worker_lost": 2}
+    assert result.stats.reasons == {"finished": 6, "harness_error": 2}
     with open_run(tmp_path / "run") as run:
-        lost = [record for record in run.rollouts() if record.termination_reason == "worker_lost"]
+        lost = [record for record in run.rollouts() if record.termination_reason == "harness_error"]
         assert {record.example_id for record in lost} == {JsonlDataset(data / "eval.jsonl")[1].id}
         assert all("died 3 times" in (record.error or "") for record in lost)
         assert run.meta["status"] == "completed"
 
 
 async def test_killing_the_actor_running_a_group_reruns_it_on_another(tmp_path, ray_cluster):
-    from benchmax.runner.ray_executor import RayExecutor
+    from benchmax.runner._ray import RayExecutor
 
     data = write_rows(tmp_path / "data", [])
     with ScriptedServer() as slow_server:
@@ -274,7 +285,7 @@ async def test_killing_the_actor_running_a_group_reruns_it_on_another(tmp_path, 
 
 
 async def test_cancelling_a_group_cancels_its_rollouts_on_the_worker(tmp_path, ray_cluster):
-    from benchmax.runner.ray_executor import RayExecutor
+    from benchmax.runner._ray import RayExecutor
 
     data = write_rows(tmp_path / "data", [])
     exits = tmp_path / "exits"
@@ -327,7 +338,7 @@ async def test_a_slow_group_does_not_hold_back_groups_that_finished(tmp_path, ra
 
 
 async def test_rollouts_in_flight_are_bounded_across_the_pool(tmp_path, ray_cluster):
-    from benchmax.runner.ray_executor import RayExecutor
+    from benchmax.runner._ray import RayExecutor
 
     data = write_rows(tmp_path / "data", [])
     with ScriptedServer() as counting:
@@ -358,7 +369,7 @@ async def test_rollouts_in_flight_are_bounded_across_the_pool(tmp_path, ray_clus
 
 
 async def test_an_env_that_cannot_start_on_a_worker_fails_with_the_spec_and_cause(tmp_path, ray_cluster, model_server):
-    from benchmax.runner.ray_executor import RayExecutor
+    from benchmax.runner._ray import RayExecutor
 
     broken = tmp_path / "broken_env.py"
     broken.write_text("import benchmax_dependency_missing_on_workers\n")

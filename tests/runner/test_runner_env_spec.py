@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.runner import EnvSpec, EnvSpecError
+from benchmax.envs import EnvSpec, EnvSpecError
 
 ENV_CLASS = """
 class {name}(BaseEnv):
@@ -93,7 +93,7 @@ def test_a_directory_without_env_py_names_the_missing_file(tmp_path):
 def test_a_class_name_the_file_lacks_is_an_error(tmp_path):
     env_file = _write(tmp_path / "my_env.py", _env_source("FirstEnv"))
 
-    with pytest.raises(EnvSpecError, match=r"has no environment class 'Missing'"):
+    with pytest.raises(EnvSpecError, match=r"my_env:Missing is not an environment class"):
         EnvSpec(f"{env_file}:Missing").load_class()
 
 

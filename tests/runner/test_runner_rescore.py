@@ -7,8 +7,7 @@ from pathlib import Path
 from runkit import ENV_FILE, events, row, write_split
 
 from benchmax import open_run
-from benchmax.runner import RunConfig, arun
-from benchmax.runner.rescore import arescore
+from benchmax.runner import RunConfig, arescore, arun
 
 ANCHOR = 'rewards = {"correct": float(answer == rollout.example_args["answer"])}'
 BUGGY = f"if rollout.example_args['answer'] == 'boom':\n            raise ValueError('reward bug')\n        {ANCHOR}"

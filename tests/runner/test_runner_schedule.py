@@ -8,8 +8,8 @@ import pytest
 from runkit import ENV_SPEC, row, write_split
 
 from benchmax import evaluate, open_run
-from benchmax.envs import BaseEnv, ListDataset, SamplingParams
-from benchmax.runner import EnvSpecError, RunConfig, arun
+from benchmax.envs import BaseEnv, EnvSpecError, ListDataset, SamplingParams
+from benchmax.runner import RunConfig, arun
 from benchmax.store import StoreError
 
 
@@ -110,15 +110,14 @@ def test_evaluate_runs_from_synchronous_code_and_max_examples_caps_the_run(tmp_p
         assert [example.payload["answer"] for example in run.examples()] == ["0", "1"]
 
 
-async def test_an_env_that_fails_to_load_marks_the_run_failed_with_the_reason(tmp_path, server):
+async def test_an_env_that_fails_to_load_leaves_no_run_behind(tmp_path, server):
     config = RunConfig(env=str(tmp_path / "missing.py"), base_url=server.base_url, run_dir=tmp_path / "run")
 
     with pytest.raises(EnvSpecError, match="env file not found"):
         await arun(config)
 
-    with open_run(tmp_path / "run") as run:
-        assert run.meta["status"] == "failed"
-        assert "env file not found" in run.meta["error"]
+    assert not (tmp_path / "run" / "run.sqlite").exists(), "nothing ran, so no run is listed"
+    assert server.counts["requests"] == 0
 
 
 async def test_a_second_run_into_the_same_directory_is_refused_and_points_at_resume(tmp_path, server):

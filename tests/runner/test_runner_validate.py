@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from runkit import GOOD_LINE, write_checked_env
 
-from benchmax.runner import EnvSpec
-from benchmax.runner.validate import Report, validate_env
+from benchmax.envs import EnvSpec
+from benchmax.runner import Report, validate_env
 
 BAD_SCHEMA = '[{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integr"}}}}}]'  # noqa: E501
 
@@ -63,8 +63,8 @@ async def test_an_unusable_env_definition_is_reported_against_the_class(tmp_path
     ("split_text", "message"),
     [
         (GOOD_LINE + "\n{not json\n", "eval.jsonl:2: invalid JSON"),
-        ('{"answer": "no prompt"}\n', "eval.jsonl:1: payload needs a non-empty 'prompt_messages' list"),
-        ('{"prompt_messages": []}\n', "eval.jsonl:1: payload needs a non-empty 'prompt_messages' list"),
+        ('{"answer": "no prompt"}\n', "eval.jsonl:1: the payload needs a non-empty 'prompt_messages' list"),
+        ('{"prompt_messages": []}\n', "eval.jsonl:1: the payload needs a non-empty 'prompt_messages' list"),
         ('["a list"]\n', "eval.jsonl:1: each line must be a JSON object, got list"),
         ("\n", "the split is empty"),
     ],

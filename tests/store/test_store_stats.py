@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from benchmax import open_run
-from benchmax.cli.summary import render_summary
+from benchmax.cli._summary import render_summary
 from benchmax.envs import Example, RolloutOutcome, TurnRecord, Usage
 from benchmax.store import GroupWrite, RunWriter
 

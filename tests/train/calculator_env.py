@@ -70,7 +70,8 @@ def calculator_bridge(policy, tokenizer, *, group_size: int = 4, max_tokens: int
 
     from benchmax.engine import Engine
     from benchmax.envs import SamplingParams
-    from benchmax.train import POLICY_URL, RolloutBridge
+    from benchmax.train import POLICY_URL
+    from benchmax.train._rollouts import RolloutBridge
 
     env = CalculatorEnv()
     engine = Engine(env)

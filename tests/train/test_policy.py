@@ -7,7 +7,8 @@ import asyncio
 import torch
 from calculator_env import calculator_bridge
 
-from benchmax.train import InProcessPolicy, render_prompt
+from benchmax.train._policy import InProcessPolicy
+from benchmax.train._tokens import render_prompt
 
 
 def _bridge(model, tokenizer, bias, **policy_kwargs):

@@ -13,7 +13,10 @@ from benchmax.engine import Engine
 from benchmax.envs import SamplingParams
 from benchmax.store import RunWriter
 from benchmax.store.schema import DB_NAME
-from benchmax.train import POLICY_URL, InProcessPolicy, RolloutBridge, component_reward, zero_fill
+from benchmax.train import POLICY_URL
+from benchmax.train._policy import InProcessPolicy
+from benchmax.train._rewards import component_reward, zero_fill
+from benchmax.train._rollouts import RolloutBridge
 
 
 def test_zero_fill_supplies_components_another_rollout_of_the_batch_emitted():

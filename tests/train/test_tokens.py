@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from benchmax.train import TemplateError, parse_tool_calls, render_prompt, render_suffix
+from benchmax.train._tokens import TemplateError, parse_tool_call_text, render_prompt, render_suffix
 
 
 def test_suffix_holds_only_the_new_messages_and_the_next_generation_prompt(tiny):
@@ -36,9 +36,9 @@ def test_a_template_that_rewrites_history_is_refused_with_a_clear_error(tiny):
 
 def test_hermes_tool_calls_are_parsed_and_malformed_ones_kept_for_an_error_reply():
     text = 'sure <tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call> <tool_call>oops</tool_call>'
-    content, calls = parse_tool_calls(text)
+    content, calls = parse_tool_call_text(text)
     assert content == "sure"
     assert calls[0]["function"]["name"] == "add"
     assert orjson.loads(calls[0]["function"]["arguments"]) == {"a": 1}
     assert calls[1]["function"] == {"name": "", "arguments": "oops"}
-    assert parse_tool_calls("plain answer") == ("plain answer", [])
+    assert parse_tool_call_text("plain answer") == ("plain answer", [])

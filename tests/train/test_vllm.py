@@ -26,10 +26,10 @@ from calculator_env import calculator_bridge
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from vllm_check import biased_logprobs, favoured
 
-from benchmax.engine.client import ModelError
+from benchmax.client import ModelError
 from benchmax.train import TrainConfig, TrainError
+from benchmax.train._vllm import VLLMServerPolicy, _parse_generation
 from benchmax.train.tiny import build_tiny_model
-from benchmax.train.vllm import VLLMServerPolicy, _parse_generation
 
 HERE = Path(__file__).parent
 CHECK = HERE / "vllm_check.py"

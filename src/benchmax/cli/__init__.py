@@ -6,9 +6,9 @@ import sys
 
 import typer
 
-from benchmax.cli.env import init_command, validate_command
-from benchmax.cli.eval import eval_command
-from benchmax.cli.runs import diff_command, export_command, rescore_command
+from benchmax.cli._env import init_command, validate_command
+from benchmax.cli._eval import eval_command
+from benchmax.cli._runs import diff_command, export_command, rescore_command
 
 app = typer.Typer(
     name="benchmax",
@@ -28,13 +28,13 @@ app.command("diff")(diff_command)
 def _register_optional() -> None:
     """Faces whose extras may be missing still show in --help and explain what to install."""
     try:
-        from benchmax.cli.inspect import inspect_command
+        from benchmax.cli._inspect import inspect_command
     except ImportError:
         pass
     else:
         app.command("inspect")(inspect_command)
     try:
-        from benchmax.cli.train import train_command
+        from benchmax.cli._train import train_command
     except ImportError:
         pass
     else:

@@ -1,27 +1,14 @@
-"""The rollout engine: model loop, model client, tools and log capture.
+"""The rollout engine: the model loop, tool dispatch, scoring and settling, log capture.
 
-It knows the env contract and nothing of the store or the faces above it.
+It knows the env contract and the model client, and nothing of the store or the
+faces above it. Importing it registers it as the engine behind 0.2.x's
+``Environment.run_group`` (see :mod:`benchmax.envs._runtime`).
 """
 
-from benchmax.engine.client import (
-    ChatResult,
-    ClientPool,
-    HttpModelClient,
-    ModelClient,
-    ModelError,
-    RetryPolicy,
-)
-from benchmax.engine.engine import Engine, EngineConfig, GroupResult, StoredRollout
+from benchmax.engine._engine import Engine, EngineConfig, GroupResult, StoredRollout
+from benchmax.engine._tools import validate_tools
+from benchmax.envs import register_engine
 
-__all__ = [
-    "ChatResult",
-    "ClientPool",
-    "Engine",
-    "EngineConfig",
-    "GroupResult",
-    "HttpModelClient",
-    "ModelClient",
-    "ModelError",
-    "RetryPolicy",
-    "StoredRollout",
-]
+register_engine(Engine)
+
+__all__ = ["Engine", "EngineConfig", "GroupResult", "StoredRollout", "validate_tools"]

@@ -1,38 +1,80 @@
-"""The environment contract: what env authors write and trainers call."""
+"""The environment contract: what env authors write and trainers call.
 
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.dataset import Dataset, JsonlDataset, ListDataset, resolve_under
-from benchmax.envs.environment import Environment
-from benchmax.envs.errors import DatasetError, EnvDefinitionError, RolloutFailure, ToolError
+Every public name of benchmax 0.2.x imports from here (and from its 0.2.x
+module paths: ``benchmax.envs.base``, ``.dataset``, ``.environment``,
+``.identity``, ``.shared_types``, ``.logging``), plus the vocabulary the rest of
+benchmax shares: termination reasons, message text, records, the env loader.
+"""
+
+from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
+from benchmax.envs._loading import (
+    ENTRY_POINT_GROUP,
+    EnvSpec,
+    collect_examples,
+    data_directory,
+    example_location,
+    load_env,
+    open_dataset,
+)
+from benchmax.envs._messages import (
+    check_prompt_messages,
+    completion_text,
+    content_text,
+    tool_error_ids,
+    tool_message,
+)
+from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
+from benchmax.envs._termination import (
+    SCORABLE_REASONS,
+    TerminationReason,
+    is_scorable,
+    is_scored,
+    settle_termination_reason,
+)
+from benchmax.envs._types import SPLITS, DatasetSplit, JsonRow, Message, Messages, RewardMap, Tool
+from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
+from benchmax.envs.base.env import check_env_definition, implements
+from benchmax.envs.dataset import Dataset, ListDataset, resolve_under, to_example, validate_max_examples
+from benchmax.envs.environment import Environment, check_group
 from benchmax.envs.identity import canonical_example_id
-from benchmax.envs.rollout import (
-    BaseRollout,
-    LogEntry,
+from benchmax.envs.shared_types import (
+    Example,
+    RolloutAttempt,
+    RolloutFailure,
     RolloutOutcome,
     RolloutRequest,
-    SamplingParams,
-    StaticBearerAuth,
-    TurnRecord,
-    Usage,
+    ValidationDiagnostic,
 )
-from benchmax.envs.termination import TerminationReason
-from benchmax.envs.types import DatasetSplit, Example, Message, Messages, RewardMap, Tool
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "RUNNING_ENGINE",
+    "SCORABLE_REASONS",
+    "SPLITS",
     "BaseEnv",
     "BaseRollout",
     "Dataset",
     "DatasetError",
+    "DatasetNotFound",
     "DatasetSplit",
     "EnvDefinitionError",
+    "EnvSpec",
+    "EnvSpecError",
     "Environment",
     "Example",
+    "InjectedAuth",
+    "JsonRow",
     "JsonlDataset",
     "ListDataset",
     "LogEntry",
     "Message",
     "Messages",
+    "ModelAuth",
+    "ModelRequestContext",
     "RewardMap",
+    "RolloutAttempt",
     "RolloutFailure",
     "RolloutOutcome",
     "RolloutRequest",
@@ -43,6 +85,28 @@ __all__ = [
     "ToolError",
     "TurnRecord",
     "Usage",
+    "ValidationDiagnostic",
+    "bind_model_auth",
     "canonical_example_id",
+    "check_env_definition",
+    "check_group",
+    "check_prompt_messages",
+    "collect_examples",
+    "completion_text",
+    "content_text",
+    "data_directory",
+    "example_location",
+    "implements",
+    "is_scorable",
+    "is_scored",
+    "load_env",
+    "open_dataset",
+    "register_engine",
+    "resolve_dataset_path",
     "resolve_under",
+    "settle_termination_reason",
+    "to_example",
+    "tool_error_ids",
+    "tool_message",
+    "validate_max_examples",
 ]

@@ -1,24 +1,82 @@
-"""Content-addressed example ids.
+"""Content-addressed example ids: the same row gets the same id on any machine, in any key order.
 
-A payload's id is the SHA-256 of its canonical JSON (sorted keys, no spaces,
-UTF-8), so the same row gets the same id on any machine and in any key order.
+The id is benchmax 0.2.x's: the SHA-256 hex digest of ``{"v": 1, "value": ...}``
+serialised as canonical JSON (sorted keys, no spaces, UTF-8), after the value is
+normalised to what JavaScript can represent (integral floats become ints,
+``-0.0`` becomes ``0``; non-finite numbers, unsafe integers, non-string keys and
+invalid UTF-8 are refused).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
+__all__ = ["canonical_example_id"]
+
+_SAFE_INT = 2**53 - 1
+
+
+def canonical_example_id(value: Any) -> str:
+    """The stable id of a JSON value (an example payload): 64 hex digits."""
+    normalised, has_float = _normalise(value)
+    document = {"v": 1, "value": normalised}
+    if has_float:
+        # Floats must be spelled as Python's json spells them; orjson's shortest
+        # form differs (1e+16 vs 1e16), and ids must not change.
+        data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    else:
+        data = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(data).hexdigest()
+
 
 def canonical_json(value: Any) -> bytes:
-    """Serialise ``value`` deterministically; raises TypeError for non-JSON values."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """``value`` as canonical JSON bytes (sorted keys); raises ``ValueError`` for non-JSON values."""
+    normalised, _ = _normalise(value)
+    return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def canonical_example_id(payload: Mapping[str, Any]) -> str:
-    """The stable id of an example payload: ``sha256:`` plus 24 hex digits."""
-    digest = hashlib.sha256(canonical_json(dict(payload))).hexdigest()
-    return f"sha256:{digest[:24]}"
+def _normalise(value: Any) -> tuple[Any, bool]:
+    if value is None or isinstance(value, bool):
+        return value, False
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("strings used for identity must be valid UTF-8") from None
+        return value, False
+    if isinstance(value, int):
+        if not -_SAFE_INT <= value <= _SAFE_INT:
+            raise ValueError(f"integer {value} is outside JavaScript's safe range and cannot be used for identity")
+        return value, False
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a finite number and cannot be used for identity")
+        if value == 0:
+            return 0, False
+        if value.is_integer():
+            return _normalise(int(value))
+        return value, True
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = {}
+        floats = False
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"JSON object keys used for identity must be strings, got {key!r}")
+            result[key], has = _normalise(item)
+            floats = floats or has
+        return result, floats
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        items = []
+        floats = False
+        for item in value:
+            normalised, has = _normalise(item)
+            items.append(normalised)
+            floats = floats or has
+        return items, floats
+    raise ValueError(f"{type(value).__name__} is not a JSON value and cannot be used for identity")

@@ -180,6 +180,10 @@ def _tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 names[call.get("id")] = str(function.get("name") or "tool")
+            if message.get("content") is None:
+                # OpenAI's assistant turns with tool calls carry ``content: null``;
+                # llama-cpp-python's template refuses it (HTTP 500).
+                message = {**message, "content": ""}
         elif role == "tool":
             name = names.get(message.get("tool_call_id"), "tool")
             content = _text(message.get("content"))

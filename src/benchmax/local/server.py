@@ -245,6 +245,31 @@ class EmbeddedModel:
             raise
         return self
 
+    async def arestart(self) -> EmbeddedModel:
+        """Start the server again on the same port, after it died: its clients keep their URL."""
+        with self._lock:
+            process, self._process = self._process, None
+            self._stopped = False
+        if process is not None:
+            _terminate(process, self.stop_timeout)
+        try:
+            await asyncio.to_thread(self._boot)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    async def wait_exit(self, poll: float = 0.2) -> tuple[int, int] | None:
+        """Wait until the running server process ends: ``(pid, returncode)``, or ``None`` once stopped."""
+        while True:
+            process = self._process
+            if process is None:
+                return None
+            returncode = process.poll()
+            if returncode is not None:
+                return process.pid, returncode
+            await asyncio.sleep(poll)
+
     def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after ``stop_timeout``. Idempotent."""
         with self._lock:

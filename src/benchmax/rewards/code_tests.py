@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from benchmax.envs.errors import RolloutFailure
+from benchmax.envs import RolloutFailure
 from benchmax.rewards.text import extract_code_block
 from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from benchmax.envs.rollout import BaseRollout
+    from benchmax.envs import BaseRollout
     from benchmax.rewards.judge import Judge, Prompt
 
 _WORD = re.compile(r"\w+")

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import jsonschema
 import orjson
 
-from benchmax.envs.errors import RolloutFailure
-from benchmax.envs.rollout import StaticBearerAuth
+from benchmax.envs import RolloutFailure, StaticBearerAuth
 from benchmax.rewards.text import content_text
 
 if TYPE_CHECKING:
-    from benchmax.engine.client import ModelClient, RetryPolicy
+    from benchmax.client import ModelClient, RetryPolicy
 
 logger = logging.getLogger("benchmax.rewards.judge")
 
@@ -278,7 +277,7 @@ class Judge:
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
         # Imported here so `import benchmax.rewards` stays light for the store and faces.
-        from benchmax.engine.client import HttpModelClient
+        from benchmax.client import HttpModelClient
 
         self._owns_client = client is None
         self.client: ModelClient = client or HttpModelClient(
@@ -383,7 +382,7 @@ class Judge:
         elif self.response_format == "json_object":
             body["response_format"] = {"type": "json_object"}
         body.update(self.extra_body)
-        from benchmax.engine.client import ModelError
+        from benchmax.client import ModelError
 
         problem = ""
         for attempt in range(1, self.parse_attempts + 1):

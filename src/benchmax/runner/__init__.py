@@ -1,18 +1,45 @@
-"""The runner: scheduling, batches, zero-fill and store writes, for every face above it."""
+"""The runner: one run session for every face (eval, rescore, training) and the eval run itself.
 
-from benchmax.runner.config import EMBEDDED, RunConfig
-from benchmax.runner.env_spec import EnvSpec, EnvSpecError
-from benchmax.runner.run import RunObserver, RunResult, arun, evaluate, group_id, rollout_id
+Scheduling, batches, zero-fill, store writes, resume, status, and the verdict
+behind the exit code; executors run the groups here or on Ray actors.
+"""
+
+from benchmax.runner._config import DEFAULT_MAX_FAILURE_RATE, EMBEDDED, EXECUTORS, RunConfig, default_run_dir
+from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, failed_group
+from benchmax.runner._rescore import arescore
+from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
+from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
+from benchmax.runner._validate import Problem, Report, validate_env
+from benchmax.runner._verdict import RunVerdict, judge_run
 
 __all__ = [
+    "DEFAULT_MAX_FAILURE_RATE",
     "EMBEDDED",
-    "EnvSpec",
-    "EnvSpecError",
+    "EXECUTORS",
+    "MAX_RESTARTS",
+    "Endpoint",
+    "EndpointError",
+    "GroupExecutor",
+    "GroupKey",
+    "LocalExecutor",
+    "Problem",
+    "Report",
     "RunConfig",
+    "RunKind",
     "RunObserver",
     "RunResult",
+    "RunSession",
+    "RunStopped",
+    "RunVerdict",
+    "arescore",
     "arun",
+    "default_run_dir",
     "evaluate",
-    "group_id",
-    "rollout_id",
+    "failed_group",
+    "group_keys",
+    "judge_run",
+    "model_endpoint",
+    "sampling_for",
+    "validate_env",
 ]

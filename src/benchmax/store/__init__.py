@@ -3,10 +3,12 @@
 from benchmax.store.diff import Delta, RunDiff, diff_runs
 from benchmax.store.export import export_run, read_jsonl_export
 from benchmax.store.reader import GroupRecord, RolloutRecord, Run, open_run
+from benchmax.store.schema import RUN_STATUSES, RunStatus
 from benchmax.store.stats import ComponentStats, ExamplePass, RunStats
 from benchmax.store.writer import GroupWrite, RunWriter, StoreError
 
 __all__ = [
+    "RUN_STATUSES",
     "ComponentStats",
     "Delta",
     "ExamplePass",
@@ -16,6 +18,7 @@ __all__ = [
     "Run",
     "RunDiff",
     "RunStats",
+    "RunStatus",
     "RunWriter",
     "StoreError",
     "diff_runs",

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs.termination import is_scorable
+from benchmax.envs import is_scorable
 from benchmax.store import schema
 
 SNIPPET_CHARS = 240

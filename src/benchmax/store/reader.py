@@ -10,8 +10,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs.rollout import LogEntry
-from benchmax.envs.types import Example
+from benchmax.envs import Example, LogEntry
 from benchmax.store import schema
 from benchmax.store.stats import RunStats, compute_stats
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Literal, TypeAlias
+
+RunStatus: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
+"""Where a run stands; the run session sets it on every way out."""
+RUN_STATUSES: tuple[RunStatus, ...] = ("running", "completed", "failed", "interrupted")
 
 SCHEMA_VERSION = 1
 DB_NAME = "run.sqlite"

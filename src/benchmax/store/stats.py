@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -45,6 +45,7 @@ class RunStats:
     components: Mapping[str, ComponentStats]
     reasons: Mapping[str, int]
     errors: Mapping[str, int]
+    """Operational failures (unscored rollouts) by termination reason, most common first."""
     pass_threshold: float
     passed: int
     examples: tuple[ExamplePass, ...]
@@ -56,6 +57,8 @@ class RunStats:
     prompt_tokens: int
     completion_tokens: int
     wall_seconds: float
+    first_errors: Mapping[str, str] = field(default_factory=dict)
+    """The first stored error text of each failure reason, to say what went wrong."""
 
     @property
     def pass_rate(self) -> float:
@@ -93,6 +96,14 @@ def compute_stats(
             "GROUP BY termination_reason ORDER BY COUNT(*) DESC"
         ).fetchall()
     )
+    first_errors = {}
+    for reason, seq in conn.execute(
+        "SELECT termination_reason, MIN(seq) FROM rollouts WHERE scored = 0 AND error IS NOT NULL "
+        "GROUP BY termination_reason"
+    ).fetchall():
+        row = conn.execute("SELECT error FROM rollouts WHERE seq = ?", (seq,)).fetchone()
+        if row is not None:
+            first_errors[reason] = row[0]
     examples = tuple(
         ExamplePass(example_id, passed, count)
         for example_id, passed, count in conn.execute(
@@ -130,6 +141,7 @@ def compute_stats(
         prompt_tokens=prompt,
         completion_tokens=completion,
         wall_seconds=wall,
+        first_errors=first_errors,
     )
 
 

@@ -21,9 +21,8 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs.rollout import LogEntry, RolloutOutcome
-from benchmax.envs.types import Example
-from benchmax.rewards.text import extract_completion_text
+from benchmax.envs import Example, LogEntry, RolloutOutcome, completion_text
+from benchmax.errors import BenchmaxError
 from benchmax.store import schema
 
 logger = logging.getLogger("benchmax.store")
@@ -31,7 +30,7 @@ logger = logging.getLogger("benchmax.store")
 _LEVELS = {"CRITICAL": 50, "ERROR": 40, "WARNING": 30, "INFO": 20, "DEBUG": 10}
 
 
-class StoreError(RuntimeError):
+class StoreError(BenchmaxError, RuntimeError):
     """The run directory cannot be used as asked (exists already, missing, other run)."""
 
 
@@ -90,15 +89,21 @@ class RunWriter:
         self._thread = threading.Thread(target=self._drain, name="benchmax-store-writer", daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def check_new(run_dir: str | Path) -> None:
+        """Raise :class:`StoreError` when ``run_dir`` already holds a run."""
+        path = Path(run_dir)
+        if (path / schema.DB_NAME).exists():
+            raise StoreError(
+                f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir"
+            )
+
     @classmethod
     def create(cls, run_dir: str | Path, meta: Mapping[str, Any]) -> RunWriter:
         """A new run in ``run_dir`` (created if needed; must not hold a run already)."""
         path = Path(run_dir)
         db = path / schema.DB_NAME
-        if db.exists():
-            raise StoreError(
-                f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir"
-            )
+        cls.check_new(path)
         path.mkdir(parents=True, exist_ok=True)
         # Built under another name and renamed into place, so a kill mid-creation never
         # leaves a run.sqlite without its meta (which neither --resume nor a rerun could use).
@@ -285,7 +290,7 @@ class RunWriter:
                         outcome.split,
                         outcome.termination_reason,
                         outcome.error,
-                        int(bool(rewards)),
+                        int(outcome.scored),
                         sum(rewards.values()) if rewards else None,
                         usage.prompt_tokens,
                         usage.completion_tokens,
@@ -294,7 +299,7 @@ class RunWriter:
                         outcome.started_at,
                         outcome.ended_at,
                         outcome.seconds,
-                        extract_completion_text(outcome.messages),
+                        completion_text(outcome.messages),
                         dumps(outcome.messages),
                         dumps(outcome.turns),  # same JSON as asdict(), 9x faster
                         dumps(asdict(outcome.sampling)) if outcome.sampling is not None else None,

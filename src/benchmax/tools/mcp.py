@@ -57,9 +57,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
-from benchmax.envs.errors import RolloutFailure, ToolError
-from benchmax.envs.termination import TerminationReason
-from benchmax.envs.types import Tool
+from benchmax.envs import RolloutFailure, TerminationReason, Tool, ToolError
 
 try:
     import anyio

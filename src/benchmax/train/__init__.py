@@ -3,6 +3,11 @@
 Needs the ``train`` extra (``pip install 'benchmax[train]'``): torch, TRL,
 transformers, datasets, accelerate, gguf and matplotlib. Imports are lazy, so
 ``benchmax.train.adapters`` and ``benchmax --help`` never pay for loading torch.
+
+``train(env, model=..., ...)`` runs a whole training; ``build`` then ``run``
+split it, so a caller can reach the trainer (``TrainingSession.trainer``) first.
+``benchmax.train.tiny`` builds tiny local models for tests; trainer adapters
+(verl, SkyRL, verifiers, ART) live in ``benchmax.train.adapters``.
 """
 
 from __future__ import annotations
@@ -11,54 +16,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "EventLoopThread": "benchmax.train.rollouts",
-    "GenerationRecord": "benchmax.train.policy",
-    "InProcessPolicy": "benchmax.train.policy",
-    "POLICY_URL": "benchmax.train.trainer",
-    "RolloutBatch": "benchmax.train.rollouts",
-    "RolloutBridge": "benchmax.train.rollouts",
-    "Session": "benchmax.train.trainer",
-    "TemplateError": "benchmax.train.tokens",
-    "TokenSequence": "benchmax.train.rollouts",
-    "TokenState": "benchmax.train.policy",
-    "TrainConfig": "benchmax.train.trainer",
-    "TrainError": "benchmax.train.trainer",
-    "TrainResult": "benchmax.train.trainer",
-    "assemble": "benchmax.train.rollouts",
-    "build": "benchmax.train.trainer",
-    "component_reward": "benchmax.train.rewards",
-    "parse_tool_calls": "benchmax.train.tokens",
-    "render_prompt": "benchmax.train.tokens",
-    "render_suffix": "benchmax.train.tokens",
-    "run": "benchmax.train.trainer",
-    "train": "benchmax.train.trainer",
-    "zero_fill": "benchmax.train.rewards",
+    "POLICY_URL": "benchmax.train._trainer",
+    "TrainConfig": "benchmax.train._trainer",
+    "TrainError": "benchmax.train._trainer",
+    "TrainResult": "benchmax.train._trainer",
+    "TrainingSession": "benchmax.train._trainer",
+    "build": "benchmax.train._trainer",
+    "run": "benchmax.train._trainer",
+    "train": "benchmax.train._trainer",
 }
 
-__all__ = [
-    "POLICY_URL",
-    "EventLoopThread",
-    "GenerationRecord",
-    "InProcessPolicy",
-    "RolloutBatch",
-    "RolloutBridge",
-    "Session",
-    "TemplateError",
-    "TokenSequence",
-    "TokenState",
-    "TrainConfig",
-    "TrainError",
-    "TrainResult",
-    "assemble",
-    "build",
-    "component_reward",
-    "parse_tool_calls",
-    "render_prompt",
-    "render_suffix",
-    "run",
-    "train",
-    "zero_fill",
-]
+__all__ = ["POLICY_URL", "TrainConfig", "TrainError", "TrainResult", "TrainingSession", "build", "run", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,8 @@ from typing import Any
 import orjson
 
 from benchmax import open_run
-from benchmax.engine import EngineConfig, RetryPolicy
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
 from benchmax.envs import BaseEnv, ListDataset
 from benchmax.runner import RunConfig, arun
 

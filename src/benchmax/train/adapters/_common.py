@@ -15,9 +15,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs.base_env import BaseEnv, implements
-from benchmax.envs.rollout import RolloutOutcome
-from benchmax.envs.types import Example
+from benchmax.envs import BaseEnv, Example, RolloutOutcome, implements
 
 PAYLOAD_KEY = "benchmax_payload"
 """Row field holding the example payload as JSON text.

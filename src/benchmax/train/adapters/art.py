@@ -20,10 +20,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from benchmax.engine.engine import Engine, EngineConfig
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.rollout import RolloutOutcome, RolloutRequest, SamplingParams, StaticBearerAuth, TurnRecord
-from benchmax.envs.types import DatasetSplit, Example, Tool
+from benchmax.engine import Engine, EngineConfig
+from benchmax.envs import (
+    BaseEnv,
+    DatasetSplit,
+    Example,
+    RolloutOutcome,
+    RolloutRequest,
+    SamplingParams,
+    StaticBearerAuth,
+    Tool,
+    TurnRecord,
+)
 from benchmax.train.adapters._common import components, rollout_id, scalar_reward
 
 if TYPE_CHECKING:

@@ -26,12 +26,20 @@ from typing import Any
 from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from benchmax.engine.client import ChatResult, ClientPool, ModelError
-from benchmax.engine.engine import Engine, EngineConfig
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.rollout import RolloutOutcome, RolloutRequest, Usage
-from benchmax.envs.termination import TerminationReason
-from benchmax.envs.types import DatasetSplit, Example, Messages
+from benchmax.client import ChatResult, ClientPool, ModelError
+from benchmax.engine import Engine, EngineConfig
+from benchmax.envs import (
+    BaseEnv,
+    DatasetSplit,
+    Example,
+    Messages,
+    RolloutOutcome,
+    RolloutRequest,
+    TerminationReason,
+    Usage,
+)
+from benchmax.train._rollouts import EventLoopThread
+from benchmax.train._tokens import parse_tool_call_text
 from benchmax.train.adapters._common import (
     components,
     example_fields,
@@ -40,8 +48,6 @@ from benchmax.train.adapters._common import (
     rollout_id,
     scalar_reward,
 )
-from benchmax.train.rollouts import EventLoopThread
-from benchmax.train.tokens import parse_tool_calls
 
 _POLICY_URL = "skyrl://policy"
 
@@ -79,7 +85,7 @@ class _StepClient:
         text = await episode.actions.get()
         if text is None:
             raise ModelError(TerminationReason.CANCELLED, "SkyRL closed the env before the rollout ended")
-        content, calls = parse_tool_calls(text)
+        content, calls = parse_tool_call_text(text)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

@@ -31,10 +31,8 @@ from typing import Any, ClassVar
 import verifiers.v1 as vf
 from pydantic import Field
 
-from benchmax.engine.engine import Engine
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.rollout import RolloutRequest, StaticBearerAuth
-from benchmax.envs.types import DatasetSplit, Example
+from benchmax.engine import Engine
+from benchmax.envs import BaseEnv, DatasetSplit, Example, RolloutRequest, StaticBearerAuth
 from benchmax.train.adapters._common import (
     EXAMPLE_ID_KEY,
     PAYLOAD_KEY,
@@ -63,7 +61,7 @@ def register_env(name: str, env: BaseEnv) -> None:
 def _env(name: str) -> BaseEnv:
     env = _ENVS.get(name)
     if env is None:
-        from benchmax.runner.env_spec import EnvSpec
+        from benchmax.envs import EnvSpec
 
         env = EnvSpec(name).load()
         refuse_group_rewards(env, "verifiers")
@@ -189,7 +187,7 @@ class BenchmaxHarness(vf.Harness[BenchmaxHarnessConfig]):
 def _dataset(env: BaseEnv, name: str, split: DatasetSplit, max_examples: int | None) -> list[Example]:
     """``create_dataset`` from sync code that may sit inside a running loop (verifiers
     iterates tasksets from async code), so it runs on a thread of its own."""
-    from benchmax.runner.env_spec import EnvSpec
+    from benchmax.envs import EnvSpec
 
     base_dir = (None if name in _REGISTERED else EnvSpec(name).directory) or Path.cwd()
     result: dict[str, Any] = {}

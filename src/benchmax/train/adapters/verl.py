@@ -16,10 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.rollout import BaseRollout
-from benchmax.envs.termination import TerminationReason
-from benchmax.envs.types import Example
+from benchmax.envs import BaseEnv, BaseRollout, Example, TerminationReason
 
 
 def to_verl_row(example: Example, *, data_source: str = "benchmax") -> dict[str, Any]:

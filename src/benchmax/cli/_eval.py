@@ -1,0 +1,256 @@
+"""``benchmax eval``: run an env against a model, keep every rollout, print a summary.
+
+Exit codes: 0 the run did its job; 1 it did not (no rollout could be scored,
+operational failures above ``--max-failure-rate``, the model endpoint could not
+serve, or an outage outlasted ``--max-outage``); 2 bad usage, env or data;
+130 Ctrl-C; 143 SIGTERM. Interrupted and stopped runs print the resume command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+
+from benchmax.cli._output import command_line, error_line
+from benchmax.engine import EngineConfig
+from benchmax.envs import SamplingParams
+from benchmax.errors import BenchmaxError
+from benchmax.runner import (
+    DEFAULT_MAX_FAILURE_RATE,
+    EMBEDDED,
+    EndpointError,
+    RunConfig,
+    RunStopped,
+    arun,
+)
+from benchmax.store import Run
+
+console = Console(stderr=False)
+
+_DEFAULT_ENGINE = EngineConfig()
+
+
+def parse_env_args(values: list[str], *, flag: str = "--env-arg") -> dict[str, Any]:
+    """``key=value`` pairs; values are JSON when they parse as JSON, strings otherwise."""
+    kwargs: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"{item!r}: use key=value with a Python identifier key", param_hint=flag)
+        try:
+            kwargs[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            kwargs[key] = raw
+    return kwargs
+
+
+def eval_command(
+    env: Annotated[
+        str | None,
+        typer.Argument(
+            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
+            show_default=False,
+        ),
+    ] = None,
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
+    data_dir: Annotated[
+        Path | None, typer.Option(help="base_dir for create_dataset (default: the env's directory).")
+    ] = None,
+    split: Annotated[Literal["train", "eval"], typer.Option(help="Which dataset split to run.")] = "eval",
+    max_examples: Annotated[int | None, typer.Option(min=1, help="Use at most N examples.")] = None,
+    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="Rollouts in flight at once \\[default: 64; on --resume: the stored value]."),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Rollouts per zero-fill batch (a multiple of --group-size; default: the whole run)."),
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the server's).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Tokens per model turn (default: the server's).")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling top_p (default: the server's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed; sibling k gets seed + k.")] = None,
+    extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint (…/v1); omit to run the embedded SmolLM2 model.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model name sent to the server (default: the one model the server lists at /models)."),
+    ] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/NAME-TIME).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the run kept in this directory.")] = None,
+    pass_threshold: Annotated[float, typer.Option(help="A rollout passes when its total reward reaches this.")] = 1.0,
+    max_failure_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Share of rollouts that may fail operationally before the run counts as failed (exit 1).",
+        ),
+    ] = DEFAULT_MAX_FAILURE_RATE,
+    request_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per model request.")] = 600.0,
+    tool_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per tool call.")] = 300.0,
+    rollout_timeout: Annotated[
+        float | None, typer.Option(min=0.001, help="Seconds per rollout (waits for a down endpoint do not count).")
+    ] = None,
+    max_outage: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            help="Seconds a model endpoint may stay down while its rollouts wait; past it the run stops (resumable).",
+        ),
+    ] = _DEFAULT_ENGINE.max_outage,
+    max_requests: Annotated[
+        int, typer.Option(min=1, help="Model requests in flight per endpoint, shared by all rollouts.")
+    ] = _DEFAULT_ENGINE.max_concurrent_requests,
+    max_content_chars: Annotated[
+        int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")
+    ] = _DEFAULT_ENGINE.max_content_chars,
+    max_tool_result_chars: Annotated[
+        int, typer.Option(min=1, help="Tool result text kept and sent per call (longer is cut, marked).")
+    ] = _DEFAULT_ENGINE.max_tool_result_chars,
+    executor: Annotated[Literal["local", "ray"], typer.Option(help="Where groups run.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Ray actors (with --executor ray).")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show live progress.")] = True,
+) -> None:
+    """Run ENV against a model; every rollout is stored as it finishes."""
+    if resume is not None:
+        config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
+    else:
+        if env is None:
+            raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+        try:
+            body = json.loads(extra_body) if extra_body else {}
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
+        if not isinstance(body, dict):
+            raise typer.BadParameter("must be a JSON object", param_hint="--extra-body")
+        if batch_size is not None and batch_size % group_size:
+            raise typer.BadParameter(
+                f"{batch_size} is not a multiple of --group-size {group_size}: groups are never split across batches",
+                param_hint="--batch-size",
+            )
+        config = RunConfig(
+            env=env,
+            env_kwargs=parse_env_args(env_arg),
+            data_dir=data_dir,
+            split=split,  # type: ignore[arg-type]
+            max_examples=max_examples,
+            group_size=group_size,
+            concurrency=concurrency if concurrency is not None else 64,
+            batch_size=batch_size,
+            model=model,
+            base_url=base_url or EMBEDDED,
+            api_key_env=api_key_env,
+            sampling=SamplingParams(
+                temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
+            ),
+            run_dir=run_dir,
+            pass_threshold=pass_threshold,
+            max_failure_rate=max_failure_rate,
+            engine=EngineConfig(
+                request_timeout=request_timeout,
+                tool_timeout=tool_timeout,
+                rollout_timeout=rollout_timeout,
+                max_concurrent_requests=max_requests,
+                max_content_chars=max_content_chars,
+                max_tool_result_chars=max_tool_result_chars,
+                max_outage=max_outage,
+            ),
+            executor=executor,
+            ray_address=ray_address,
+            workers=workers,
+        ).with_run_dir()
+    execute(config, resume=resume is not None, progress=progress)
+
+
+def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None) -> RunConfig:
+    try:
+        with Run(run_dir) as run:
+            stored = RunConfig.from_meta(run.meta["config"])
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from None
+    except KeyError:
+        raise typer.BadParameter(
+            f"{run_dir} was stopped while it was being created and holds no rollouts; "
+            "start it again with the same command, without --resume",
+            param_hint="--resume",
+        ) from None
+    if env is not None and env != stored.env:
+        raise typer.BadParameter(
+            f"{run_dir} was run with ENV {stored.env!r}, not {env!r}; resume continues the stored run as it was",
+            param_hint="ENV",
+        )
+    return replace(
+        stored,
+        run_dir=run_dir,
+        concurrency=concurrency if concurrency is not None else stored.concurrency,
+        base_url=base_url or stored.base_url,
+    )
+
+
+def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
+    from benchmax.cli._progress import LiveProgress, install_log_handler
+    from benchmax.cli._summary import render_summary, render_verdict
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    assert config.run_dir is not None
+    if config.api_key_env and config.api_key_env not in os.environ:
+        console.print(error_line(f"--api-key-env {config.api_key_env}: that environment variable is not set"))
+        raise typer.Exit(2)
+    target = "the embedded SmolLM2-135M model" if config.base_url == EMBEDDED else config.base_url
+    console.print(f"[bold]benchmax eval[/] {config.env} -> {target}", highlight=False)
+    console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
+    resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
+    try:
+        with install_log_handler(console):
+            if progress:
+                with LiveProgress(console) as live:
+                    result = asyncio.run(arun(config, observer=live, resume=resume))
+                console.print()
+            else:
+                result = asyncio.run(arun(config, resume=resume))
+    except KeyboardInterrupt:
+        console.print(f"\n[yellow]interrupted[/]: finished groups are stored in {config.run_dir}. Resume with:")
+        console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(130) from None
+    except asyncio.CancelledError:
+        console.print("\n[yellow]stopped[/] (SIGTERM). Resume with:")
+        console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(143) from None
+    except RunStopped as exc:
+        console.print(error_line(f"the run stopped: {exc}"))
+        console.print("Resume it once the model server is back:")
+        console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    except EndpointError as exc:
+        console.print(error_line(str(exc)))
+        console.print("no rollout was run")
+        raise typer.Exit(1) from None
+    except BenchmaxError as exc:
+        console.print(error_line(str(exc)))
+        raise typer.Exit(2) from None
+    render_summary(console, result.stats, client_stats=result.client_stats, outages=result.outages)
+    console.print(
+        f"stored in {result.run_dir}; browse it with: {command_line('benchmax', 'inspect', result.run_dir)}",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
+    render_verdict(console, result.verdict)
+    if not result.verdict.ok:
+        raise typer.Exit(result.verdict.exit_code)

@@ -1,0 +1,163 @@
+"""What ``benchmax eval`` shows while it runs: live progress, outages, and log records kept short."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from benchmax.client import GateEvent, Outage
+from benchmax.engine import GroupResult
+from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+
+
+class LiveProgress:
+    """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._progress = Progress(
+            TextColumn("[bold]rollouts"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._task = self._progress.add_task("rollouts", total=0, rate="")
+        self._sums: Counter[str] = Counter()
+        self._counts: Counter[str] = Counter()
+        self._failures: Counter[str] = Counter()
+        self._tokens = 0
+        self._done_here = 0
+        self._started = time.perf_counter()
+        self._down: dict[str, tuple[Outage, int]] = {}
+        self._live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
+
+    def __enter__(self) -> LiveProgress:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.update(self._render())
+        self._live.__exit__(None, None, None)
+
+    def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
+        self._progress.update(self._task, total=total_rollouts, completed=done_rollouts)
+        if done_rollouts:
+            self.console.print(f"resuming: {done_rollouts} of {total_rollouts} rollouts already stored")
+        self._started = time.perf_counter()
+        self._live.update(self._render())
+
+    def on_group(self, result: GroupResult) -> None:
+        for outcome in result.outcomes:
+            self._tokens += outcome.usage.total_tokens
+            if not outcome.scored:
+                self._failures[outcome.termination_reason] += 1
+            for name, value in outcome.rewards.items():
+                self._sums[name] += value
+                self._counts[name] += 1
+        self._done_here += len(result.outcomes)
+        elapsed = max(time.perf_counter() - self._started, 1e-9)
+        self._progress.update(
+            self._task, advance=len(result.outcomes), rate=f"{self._done_here / elapsed:.1f} rollouts/s"
+        )
+        self._live.update(self._render())
+
+    def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None:
+        if event == "up":
+            self._down.pop(outage.endpoint, None)
+        else:
+            self._down[outage.endpoint] = (outage, waiting)
+        self._live.update(self._render())
+
+    def _render(self) -> Group:
+        stats = Table.grid(padding=(0, 2))
+        means = "  ".join(f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts))
+        failures = "  ".join(f"{reason}={count}" for reason, count in self._failures.most_common())
+        stats.add_row(Text("mean", style="bold"), Text(means or "-"))
+        stats.add_row(Text("failures", style="bold"), Text(failures or "none", style="red" if failures else ""))
+        stats.add_row(Text("tokens", style="bold"), Text(f"{self._tokens:,}"))
+        for endpoint, (outage, waiting) in self._down.items():
+            since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
+            state = "down past its outage budget" if outage.failed else f"down since {since}"
+            stats.add_row(
+                Text("endpoint", style="bold red"),
+                Text(f"{endpoint} {state} ({waiting} rollouts waiting)", style="red"),
+            )
+        return Group(self._progress, stats)
+
+
+class _ConsoleLogs(logging.Handler):
+    """Warnings and errors on the console, each kind once: the first in full, with its rollout id.
+
+    A reward hook that raises for every rollout would otherwise print one full
+    traceback per rollout; the repeats are counted and summarised at the end.
+    """
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(level=logging.WARNING)
+        self.console = console
+        self.repeats: Counter[tuple[str, int, str, str]] = Counter()
+        self.first: dict[tuple[str, int, str, str], str] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
+        key = (record.name, record.levelno, str(record.msg), error)
+        self.repeats[key] += 1
+        if self.repeats[key] > 1:
+            return
+        try:
+            message = record.getMessage()
+        except Exception:
+            message = str(record.msg)
+        rollout = _CURRENT_ROLLOUT_ID.get()
+        where = f" (rollout {rollout})" if rollout else ""
+        self.first[key] = message
+        style = "red" if record.levelno >= logging.ERROR else "yellow"
+        self.console.print(
+            f"[{style}]{record.levelname.lower()}[/] {escape(record.name)}: {escape(message)}{escape(where)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        if record.exc_info and record.exc_info[0] is not None:
+            text = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def summarise(self) -> None:
+        for key, count in self.repeats.items():
+            if count > 1:
+                self.console.print(
+                    f"[dim]… {count - 1} more like: {escape(self.first.get(key, key[2])[:160])}[/]",
+                    soft_wrap=True,
+                    highlight=False,
+                )
+
+
+@contextmanager
+def install_log_handler(console: Console) -> Iterator[None]:
+    """Route warnings and errors to ``console`` (above any live display), deduplicated, for one command."""
+    root = logging.getLogger()
+    handler = _ConsoleLogs(console)
+    replaced = [existing for existing in root.handlers if type(existing) is logging.StreamHandler]
+    for existing in replaced:
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        for existing in replaced:
+            root.addHandler(existing)
+        handler.summarise()

@@ -1,0 +1,140 @@
+"""``benchmax train``: GRPO on an env, rollouts by benchmax's engine, curve and checkpoints in the run dir."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from benchmax.cli._eval import parse_env_args
+
+
+def _parse_weights(values: list[str]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        try:
+            weights[name] = float(raw)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise typer.BadParameter(f"{item!r}: use COMPONENT=WEIGHT, e.g. correct=1.0", param_hint="--weight")
+    return weights
+
+
+def train_command(
+    env: Annotated[str | None, typer.Argument(help="path/to/env.py[:Class], module:Class or a directory.")] = None,
+    model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
+    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
+    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset (default: env's dir).")] = None,
+    max_examples: Annotated[int | None, typer.Option(help="Train on at most N examples.")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/train-NAME-TIME).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
+    group_size: Annotated[int, typer.Option(help="Rollouts per example (GRPO group).")] = 4,
+    prompts_per_step: Annotated[int, typer.Option(help="Examples per optimisation step.")] = 4,
+    max_steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 50,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop after this wall time (checkpointed).")] = None,
+    learning_rate: Annotated[float, typer.Option()] = 5e-6,
+    temperature: Annotated[float, typer.Option()] = 1.0,
+    top_p: Annotated[float, typer.Option()] = 1.0,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 64,
+    weight: Annotated[list[str], typer.Option("--weight", help="Component weight NAME=W (repeatable).")] = [],  # noqa: B006
+    drop_unscorable: Annotated[
+        bool, typer.Option(help="Leave operational failures out of group statistics instead of scoring them 0.")
+    ] = False,
+    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model).")] = 0.0,
+    save_steps: Annotated[int, typer.Option(help="Checkpoint every N steps.")] = 10,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
+    trl_arg: Annotated[list[str], typer.Option("--trl-arg", help="Extra GRPOConfig key=value (JSON).")] = [],  # noqa: B006
+    vllm: Annotated[
+        str | None,
+        typer.Option(help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url)."),
+    ] = None,
+    vllm_url: Annotated[str | None, typer.Option(help="A running `vllm serve` for --vllm server.")] = None,
+    vllm_arg: Annotated[
+        list[str], typer.Option("--vllm-arg", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1.")
+    ] = [],  # noqa: B006
+) -> None:
+    """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
+    try:
+        from benchmax.train import TrainConfig, TrainError, train
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
+        ) from None
+    from benchmax.store import Run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "matplotlib", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    overrides: dict[str, Any] = {}
+    if resume is not None:
+        try:
+            with Run(resume) as stored:
+                meta = stored.meta.get("train")
+        except FileNotFoundError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--resume") from None
+        if not isinstance(meta, dict):
+            raise typer.BadParameter(f"{resume} holds no training run", param_hint="--resume")
+        if env is not None and env != meta["env"]:
+            raise typer.BadParameter(f"{resume} trained ENV {meta['env']!r}, not {env!r}", param_hint="ENV")
+        env = meta["env"]
+        overrides = {
+            key: value
+            for key, value in meta.items()
+            if key not in ("run_dir", "data_dir", "resume", "max_steps", "max_minutes", "env")
+        }
+        if meta.get("data_dir"):
+            overrides["data_dir"] = Path(meta["data_dir"])
+        run_dir = resume
+    elif env is None:
+        raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+    else:
+        overrides = {
+            "model": model,
+            "env_kwargs": parse_env_args(env_arg),
+            "data_dir": data_dir,
+            "max_examples": max_examples,
+            "group_size": group_size,
+            "prompts_per_step": prompts_per_step,
+            "learning_rate": learning_rate,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "weights": _parse_weights(weight),
+            "drop_unscorable": drop_unscorable,
+            "beta": beta,
+            "save_steps": save_steps,
+            "seed": seed,
+            "threads": threads,
+            "trl_args": parse_env_args(trl_arg),
+            "vllm": vllm,
+            "vllm_url": vllm_url,
+            "vllm_sampling": parse_env_args(vllm_arg),
+        }
+    try:
+        config = TrainConfig(
+            env=env,
+            run_dir=run_dir,
+            resume=resume is not None,
+            max_steps=max_steps,
+            max_minutes=max_minutes,
+            **overrides,
+        )
+        result = train(env, config=config)
+    except (TrainError, FileNotFoundError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    points = result.rewards()
+    if points:
+        first, last = points[0], points[-1]
+        typer.echo(
+            f"trained {result.steps} steps: mean reward {first[1]:.3f} (step {first[0]})"
+            f" -> {last[1]:.3f} (step {last[0]})"
+        )
+    typer.echo(f"run: {result.run_dir}")
+    if result.curve is not None:
+        typer.echo(f"reward curve: {result.curve}")

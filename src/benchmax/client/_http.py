@@ -1,0 +1,499 @@
+"""Chat completions against one OpenAI-compatible endpoint: pooled connections, retries, a health gate.
+
+aiohttp with orjson rather than the OpenAI SDK: the SDK's per-call parameter
+transforms and pydantic parsing cost several milliseconds per rollout (see
+``bench/README.md``), and we need only a few routes. Retries are layered here,
+per endpoint, so every rollout shares one backoff policy, concurrency limit,
+retry budget and health gate. Credentials live only in request headers: nothing
+here logs or stores them, and an error body that echoes one is masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+
+from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate
+from benchmax.client._retry import RetryPolicy
+from benchmax.client._types import ChatResult, ModelError
+from benchmax.envs import TerminationReason, Usage
+
+logger = logging.getLogger("benchmax.client")
+
+_CONTEXT_PATTERN = re.compile(
+    r"context_length_exceeded|context_budget_exceeded|maximum context length|context length|context window"
+    r"|exceed_context_size|exceeds the available context|prompt is too long|too many tokens"
+    r"|input is too long",
+    re.IGNORECASE,
+)
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_GATEWAY_STATUS = frozenset({502, 503, 504})
+"""Answers that mean the endpoint (or the proxy before it) cannot serve anything right now."""
+_MAX_ERROR_BODY = 2000
+_PROBE_TIMEOUT = 5.0
+
+T = TypeVar("T")
+
+
+class _Retryable(Exception):
+    """A failure worth another try. ``endpoint`` failures are the endpoint's, not the request's."""
+
+    def __init__(
+        self,
+        cause: str,
+        message: str,
+        *,
+        reason: str,
+        delay: float | None = None,
+        endpoint: bool = False,
+        definitive: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.reason = reason
+        self.delay = delay
+        self.endpoint = endpoint
+        self.definitive = definitive
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    retries: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    resent: int = 0
+    """Requests sent again after their endpoint came back (not counted as retries)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "retries": dict(self.retries),
+            "failures": dict(self.failures),
+            "resent": self.resent,
+        }
+
+
+class HttpModelClient:
+    """Chat completions (and the other routes of the same server) at one base URL.
+
+    ``auth`` signs requests that bring no ``auth`` of their own. ``gate`` is the
+    endpoint's health gate (one is made with ``max_outage`` when not given).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        auth: ModelAuth | None = None,
+        *,
+        timeout: float = 600.0,
+        max_concurrency: int = 256,
+        retry: RetryPolicy | None = None,
+        gate: EndpointGate | None = None,
+        max_outage: float = DEFAULT_MAX_OUTAGE,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._url = f"{self.base_url}/chat/completions"
+        self.auth = auth
+        self.timeout = timeout
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self.stats = ClientStats()
+        self.gate = gate or EndpointGate(self.base_url, probe=self.probe, max_outage=max_outage)
+        self._static = _static_headers(auth)
+        self._session: aiohttp.ClientSession | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"HttpModelClient({self.base_url!r})"
+
+    def _ensure_session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=75, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                skip_auto_headers=("User-Agent",),
+            )
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._loop = loop
+        return self._session
+
+    async def chat(
+        self, body: dict[str, Any], *, rollout_id: str | None = None, auth: ModelAuth | None = None
+    ) -> ChatResult:
+        payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+        headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
+        return await self._send("POST", self._url, payload, _parse_completion, headers)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[dict[str, Any]], T],
+        body: dict[str, Any] | None = None,
+        *,
+        auth: ModelAuth | None = None,
+    ) -> T:
+        """Another route of the same server (``/completions``, ``/models``) with the
+        retries, concurrency limit, gate and error mapping of ``chat``. ``parse``
+        turns the reply's JSON object into a result; a ``ValueError`` from it is a
+        malformed reply, retried like one."""
+
+        def _parse(raw: bytes) -> T:
+            data = _json_object(raw)
+            try:
+                return parse(data)
+            except ValueError as exc:
+                raise _malformed(str(exc)) from None
+
+        payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) if body is not None else None
+        headers = await self._headers(auth, str((body or {}).get("model", "")), None)
+        return await self._send(method, f"{self.base_url}{path}", payload, _parse, headers)
+
+    async def probe(self) -> bool:
+        """Whether the endpoint answers at all: any HTTP status below 500 to ``GET /models``."""
+        session = self._ensure_session()
+        try:
+            async with session.get(
+                f"{self.base_url}/models", timeout=aiohttp.ClientTimeout(total=_PROBE_TIMEOUT)
+            ) as response:
+                await response.read()
+                return response.status < 500
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False
+
+    async def preflight(self, model: str | None = None, *, auth: ModelAuth | None = None) -> list[str]:
+        """Fail fast, with what to do, when the endpoint cannot serve chat completions.
+
+        One ``GET /models`` (and a 1-token chat request when a server has no
+        such route) before any rollout is spent: an unreachable server, a URL
+        missing its ``/v1`` and a refused key each get their own message.
+        Returns the model ids the server lists (empty when it lists none).
+        """
+        session = self._ensure_session()
+        headers = await self._headers(auth, model or "", "preflight")
+        try:
+            async with session.get(
+                f"{self.base_url}/models", headers=headers, timeout=aiohttp.ClientTimeout(total=30)
+            ) as response:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"cannot reach the model server at {self.base_url} ({type(exc).__name__}: {exc}); "
+                "is it running, and is --base-url right?",
+            ) from None
+        if status in (401, 403):
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"the model server at {self.base_url} refused the credentials (HTTP {status}: "
+                f"{self._mask(_error_text(raw), headers)}); check --api-key-env",
+                status=status,
+            )
+        if status == 404:
+            await self._preflight_chat(session, headers, model)
+            return []
+        if status >= 500:
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"the model server at {self.base_url} answers HTTP {status} "
+                f"({self._mask(_error_text(raw), headers)}); is it still starting?",
+                status=status,
+            )
+        return _model_ids(raw)
+
+    async def _preflight_chat(
+        self, session: aiohttp.ClientSession, headers: Mapping[str, str], model: str | None
+    ) -> None:
+        hello = [{"role": "user", "content": "hi"}]
+        body = orjson.dumps({"model": model or "default", "messages": hello, "max_tokens": 1})
+        try:
+            async with session.post(
+                self._url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
+            ) as response:
+                await response.read()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ModelError(
+                TerminationReason.MODEL_ERROR, f"the model server at {self.base_url} failed a 1-token request: {exc}"
+            ) from None
+        if status == 404:
+            hint = ""
+            if not self.base_url.endswith("/v1"):
+                hint = f"; OpenAI-compatible servers serve under /v1: try --base-url {self.base_url}/v1"
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"{self.base_url} has no /chat/completions route (HTTP 404){hint}",
+                status=404,
+            )
+
+    async def _headers(self, auth: ModelAuth | None, model: str, rollout_id: str | None) -> Mapping[str, str]:
+        signer = auth if auth is not None else self.auth
+        if signer is None:
+            return _JSON
+        if signer is self.auth and self._static is not None:
+            return self._static
+        extra = await signer.headers_for_request(ModelRequestContext(self.base_url, model, rollout_id or ""))
+        return {**_JSON, **extra}
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        payload: bytes | None,
+        parse: Callable[[bytes], T],
+        headers: Mapping[str, str],
+    ) -> T:
+        session = self._ensure_session()
+        assert self._semaphore is not None
+        attempt = 0
+        while True:
+            await self.gate.admit()
+            attempt += 1
+            self.stats.requests += 1
+            try:
+                async with self._semaphore:
+                    result = parse(await self._once(session, method, url, payload, headers))
+                self.gate.success()
+                return result
+            except _Retryable as failure:
+                if failure.endpoint and self.gate.failure(str(failure)[:300], definitive=failure.definitive):
+                    # The endpoint is down: this request waits at the gate and is sent
+                    # again when it is back, without spending an attempt or the budget.
+                    attempt -= 1
+                    self.stats.resent += 1
+                    continue
+                if attempt >= self.retry.max_attempts or not self._spend_retry():
+                    self.stats.failures[failure.cause] += 1
+                    why = "attempts" if attempt >= self.retry.max_attempts else "retry budget"
+                    raise ModelError(
+                        failure.reason, f"{failure} (gave up after {attempt} attempts; {why} spent)"
+                    ) from None
+                delay = self.retry.backoff(attempt)
+                if failure.delay is not None:
+                    delay = min(max(delay, failure.delay), self.retry.retry_after_max)
+                self.stats.retries[failure.cause] += 1
+                logger.warning(
+                    "model request failed (%s: %s); retry %d/%d in %.2fs",
+                    failure.cause,
+                    failure,
+                    attempt,
+                    self.retry.max_attempts - 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            except ModelError as error:
+                self.gate.success()
+                self.stats.failures[error.reason] += 1
+                raise
+
+    def _spend_retry(self) -> bool:
+        used = sum(self.stats.retries.values())
+        return used < self.retry.budget_floor + self.retry.budget_ratio * self.stats.requests
+
+    async def _once(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        payload: bytes | None,
+        headers: Mapping[str, str],
+    ) -> bytes:
+        try:
+            async with session.request(method, url, data=payload, headers=headers) as response:
+                raw = await response.read()
+                status = response.status
+                retry_after = response.headers.get("Retry-After")
+        except TimeoutError:
+            raise _Retryable(
+                "timeout", f"no reply within {self.timeout:g}s", reason=TerminationReason.TIMEOUT
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            raise _Retryable(
+                "connection",
+                f"{type(exc).__name__}: {exc}",
+                reason=TerminationReason.MODEL_ERROR,
+                endpoint=True,
+                definitive=True,
+            ) from None
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            raise _Retryable(
+                "disconnected", f"connection dropped: {exc}", reason=TerminationReason.MODEL_ERROR, endpoint=True
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise _Retryable(
+                "connection", f"{type(exc).__name__}: {exc}", reason=TerminationReason.MODEL_ERROR
+            ) from None
+        if status >= 400:
+            raise _classify_error(status, self._mask_bytes(raw, headers), retry_after)
+        return raw
+
+    def _mask_bytes(self, raw: bytes, headers: Mapping[str, str]) -> bytes:
+        # Some proxies echo the key back in their error; errors end up in the store.
+        for secret in _secrets(headers):
+            raw = raw.replace(secret.encode(), b"***")
+        return raw
+
+    def _mask(self, text: str, headers: Mapping[str, str]) -> str:
+        for secret in _secrets(headers):
+            text = text.replace(secret, "***")
+        return text
+
+    async def aclose(self) -> None:
+        await self.gate.aclose()
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            with contextlib.suppress(RuntimeError):
+                await session.close()
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
+    """Headers computed once for a fixed key, so the hot path makes no call per request."""
+    if isinstance(auth, StaticBearerAuth):
+        return {**_JSON, **auth.headers()}
+    return None
+
+
+def _secrets(headers: Mapping[str, str]) -> list[str]:
+    values = []
+    for name, value in headers.items():
+        if name.lower() in ("content-type",):
+            continue
+        secret = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
+        if len(secret) >= 4:
+            values.append(secret)
+    return values
+
+
+def _model_ids(raw: bytes) -> list[str]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(item["id"]) for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
+
+
+def _error_text(raw: bytes) -> str:
+    text = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return text
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        parts = [str(error.get(key)) for key in ("code", "type", "message") if error.get(key)]
+        return ": ".join(parts)[:_MAX_ERROR_BODY] or text
+    if isinstance(error, str):
+        return error[:_MAX_ERROR_BODY]
+    if isinstance(data, dict) and isinstance(data.get("detail"), str):
+        return data["detail"][:_MAX_ERROR_BODY]
+    return text
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _classify_error(status: int, raw: bytes, retry_after: str | None) -> Exception:
+    text = _error_text(raw)
+    if status in (400, 413, 422) and _CONTEXT_PATTERN.search(text):
+        return ModelError(TerminationReason.CONTEXT_EXCEEDED, f"HTTP {status}: {text}", status=status)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return _Retryable(
+            f"http_{status}",
+            f"HTTP {status}: {text}",
+            reason=TerminationReason.MODEL_ERROR,
+            delay=_parse_retry_after(retry_after),
+            endpoint=status in _GATEWAY_STATUS and retry_after is None,
+        )
+    return ModelError(TerminationReason.MODEL_ERROR, f"HTTP {status}: {text}", status=status)
+
+
+def _malformed(why: str) -> _Retryable:
+    return _Retryable("malformed", f"malformed completion: {why}", reason=TerminationReason.MODEL_ERROR)
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _malformed(f"invalid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _malformed("body is not a JSON object")
+    return data
+
+
+def _parse_completion(raw: bytes) -> ChatResult:
+    data = _json_object(raw)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _malformed("no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _malformed("choices[0].message is missing")
+    finish_reason = choice.get("finish_reason")
+    usage_data = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = Usage(_as_int(usage_data.get("prompt_tokens")), _as_int(usage_data.get("completion_tokens")))
+    return ChatResult(
+        message=message,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        usage=usage,
+        prompt_token_ids=_int_tuple(data.get("prompt_token_ids") or choice.get("prompt_token_ids")),
+        completion_token_ids=_int_tuple(choice.get("token_ids")),
+        completion_logprobs=_logprobs(choice.get("logprobs")),
+    )
+
+
+def _as_int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _int_tuple(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(isinstance(item, int) for item in value):
+        return tuple(value)
+    return None
+
+
+def _logprobs(value: object) -> tuple[float, ...] | None:
+    if not isinstance(value, dict):
+        return None
+    content = value.get("content")
+    if not isinstance(content, list):
+        return None
+    result = []
+    for item in content:
+        if not isinstance(item, dict) or not isinstance(item.get("logprob"), int | float):
+            return None
+        result.append(float(item["logprob"]))
+    return tuple(result)

@@ -1,0 +1,625 @@
+"""The rollout engine: every rollout of every env is run and settled here.
+
+One ``Engine`` serves one env instance and any number of concurrent groups; it
+owns the model clients (one pool per endpoint) but not the env's lifetime,
+which belongs to whoever constructed the env (the runner, a trainer).
+
+A group runs its siblings concurrently. Each sibling runs the env's
+``run_rollout`` when the env has its own (a custom harness, or a ``BaseEnv``
+that wraps the standard loop), else the standard loop: ``rollout_context``,
+model turns and tools, ``compute_reward``. Then the group is scored
+(``compute_group_rewards`` over the scored siblings) and every sibling is
+settled, failures included, with the rules of benchmax 0.2.x: a scoring failure
+relabels only a clean finish (budget stops keep their reason), and a finished
+rollout that ends with no reward component fails its group as
+``group_reward_error``. No sibling's failure cancels another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from benchmax.client import DEFAULT_MAX_OUTAGE as _DEFAULT_MAX_OUTAGE
+from benchmax.client import ON_HOLD, ChatResult, ClientPool, ModelError, RetryPolicy
+from benchmax.engine import _logs as logs
+from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
+from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
+from benchmax.envs import (
+    RUNNING_ENGINE,
+    BaseEnv,
+    BaseRollout,
+    Environment,
+    LogEntry,
+    Message,
+    RolloutAttempt,
+    RolloutFailure,
+    RolloutOutcome,
+    RolloutRequest,
+    TerminationReason,
+    Tool,
+    TurnRecord,
+    check_env_definition,
+    check_group,
+    implements,
+    settle_termination_reason,
+)
+from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+
+logger = logging.getLogger("benchmax.engine")
+
+_TOOL_CACHE_SIZE = 256
+_GC_DEFAULT = (700, 10, 10)
+_GC_TUNED = (20_000, 10, 10)
+_NO_FINISH_REASON = "the model server sent no finish_reason"
+
+
+def _tune_gc() -> None:
+    """Make young-generation collections rarer, unless someone already chose thresholds.
+
+    With hundreds of rollouts in flight every young object is still alive at a
+    gen-0 pass, so at CPython's default (a pass per 700 net allocations) the
+    collector ran ~800 times per 4,096 rollouts, promoted live transcripts and
+    then rescanned them in gen-1/gen-2 passes that stalled the loop for up to
+    300 ms: about 30% of the driver's CPU at 1,024 in flight (``bench/README.md``).
+    Rollout data is acyclic and freed by reference counting, so collecting less
+    often only lets a few MB of cyclic garbage wait longer.
+    """
+    if gc.get_threshold() == _GC_DEFAULT:
+        gc.set_threshold(*_GC_TUNED)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Time limits, size bounds and retry policy; every field has a safe default."""
+
+    request_timeout: float = 600.0
+    """Seconds for one model request (each retry gets its own)."""
+    tool_timeout: float | None = 300.0
+    """Seconds for one tool call; past it the rollout ends as ``timeout``."""
+    rollout_timeout: float | None = None
+    """Seconds for a whole rollout, context and scoring included; time its requests spend
+    waiting for a down endpoint does not count."""
+    max_concurrent_requests: int = 256
+    """Requests in flight per endpoint, shared by all rollouts (vLLM's default
+    ``max_num_seqs`` is 256: more only queues inside the server)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_outage: float = _DEFAULT_MAX_OUTAGE
+    """Seconds an endpoint may stay down while its requests wait; past it they fail."""
+    max_content_chars: int = 200_000
+    """Model text kept per message (longer is truncated, and marked)."""
+    max_tool_result_chars: int = 100_000
+    """Tool result text kept and sent back per call (longer is truncated, and marked)."""
+    max_log_records: int = 1000
+    log_level: int = logging.INFO
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout", "tool_timeout", "rollout_timeout", "max_outage"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"EngineConfig.{name} must be > 0 seconds or None, got {value!r}")
+        for name in ("max_concurrent_requests", "max_content_chars", "max_tool_result_chars"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EngineConfig.{name} must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """One example's settled siblings, in request order, and the group hook's logs."""
+
+    outcomes: tuple[RolloutOutcome, ...]
+    logs: tuple[LogEntry, ...] = ()
+
+    def by_id(self) -> dict[str, RolloutOutcome]:
+        return {outcome.rollout_id: outcome for outcome in self.outcomes}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRollout:
+    """A transcript as a run store kept it, for rescoring."""
+
+    messages: list[Message]
+    termination_reason: str
+    error: str | None = None
+    turns: tuple[TurnRecord, ...] = ()
+
+
+@dataclass(slots=True)
+class _Attempt:
+    request: RolloutRequest[Any]
+    messages: list[Message]
+    example_args: dict[str, Any]
+    started_at: float
+    sink: logs.LogSink
+    turns: list[TurnRecord] = field(default_factory=list)
+    reason: str = TerminationReason.FINISHED
+    error: str | None = None
+    rewards: dict[str, float] | None = None
+    ended_at: float = 0.0
+    ran_standard: bool = False
+
+    def fail(self, reason: str, error: str) -> None:
+        """An operational failure: this reason, no rewards."""
+        self.reason = reason
+        self.error = error or reason
+        self.rewards = None
+
+    def settle(self, failure_reason: str, error: str) -> None:
+        """A scoring failure: relabels a clean finish, keeps a budget stop's reason (0.2.x)."""
+        self.reason = settle_termination_reason(self.reason, failure_reason)
+        self.error = self.error or error or failure_reason
+        self.rewards = None
+
+
+_CURRENT_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("benchmax_current_attempt", default=None)
+
+
+class Engine:
+    def __init__(
+        self,
+        env: Environment[Any, Any],
+        config: EngineConfig | None = None,
+        *,
+        clients: ClientPool | None = None,
+    ) -> None:
+        self.env = env
+        self.config = config or EngineConfig()
+        self.clients = clients or ClientPool(
+            timeout=self.config.request_timeout,
+            max_concurrency=self.config.max_concurrent_requests,
+            retry=self.config.retry,
+            max_outage=self.config.max_outage,
+        )
+        self._name = type(env).__name__
+        self._base = isinstance(env, BaseEnv)
+        self._own_rollout = not self._base or implements(env, "run_rollout")
+        self._has_reward = self._base and implements(env, "compute_reward")
+        self._has_group_reward = implements(env, "compute_group_rewards")
+        self._scorable = frozenset(getattr(env, "scorable_termination_reasons", ()))
+        self._started = False
+        self._tools_by_identity: dict[int, tuple[object, dict[str, Tool]]] = {}
+        self._tools_by_content: dict[bytes, dict[str, Tool]] = {}
+        logs.install(self.config.log_level)
+
+    async def start(self) -> dict[str, Tool]:
+        """Check the env's definition and tool schemas once, before any rollout."""
+        tools: dict[str, Tool] = {}
+        if isinstance(self.env, BaseEnv):
+            check_env_definition(self.env)
+            tools = validate_tools(await self.env.list_tools(), owner=self._name)
+        _tune_gc()
+        self._started = True
+        return tools
+
+    async def run_rollout(self, request: RolloutRequest[Any]) -> RolloutOutcome:
+        return (await self.run_group([request])).outcomes[0]
+
+    async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+        """Run siblings concurrently, score each, then score the group.
+
+        If the caller cancels this coroutine, every sibling is cancelled, every
+        rollout context is exited, and the cancellation propagates: a group is
+        settled whole or not at all.
+        """
+        check_group(requests)
+        if not self._started:
+            await self.start()
+        body = self._own if self._own_rollout else self._standard
+        tasks = [asyncio.create_task(self._attempt(request, body)) for request in requests]
+        return await self._settle(tasks)
+
+    async def rescore_group(
+        self, requests: Sequence[RolloutRequest[Any]], transcripts: Sequence[StoredRollout]
+    ) -> GroupResult:
+        """Score stored transcripts again with the env's current reward code, without the model.
+
+        Each rollout's context is entered as in a live run, so a reward that reads
+        per-rollout resources finds them; tools are not re-run.
+        """
+        check_group(requests)
+        if len(transcripts) != len(requests):
+            raise ValueError("rescore_group needs one stored transcript per request")
+        if not self._started:
+            await self.start()
+        tasks = [
+            asyncio.create_task(self._attempt(request, functools.partial(self._replay, stored)))
+            for request, stored in zip(requests, transcripts, strict=True)
+        ]
+        return await self._settle(tasks)
+
+    async def standard_rollout(self, request: RolloutRequest[Any]) -> BaseRollout:
+        """``BaseEnv.run_rollout``'s default: the standard loop for one request, scored.
+
+        Called from an env's override (``super().run_rollout(request)``) while the
+        engine runs that rollout, it records into the same attempt; called on its
+        own, it runs the rollout by itself.
+        """
+        current = _CURRENT_ATTEMPT.get()
+        if current is not None and current.request.rollout_id == request.rollout_id and not current.ran_standard:
+            await self._standard(current)
+            return self._view(current)
+        return self._view(await self._attempt(request, self._standard))
+
+    async def aclose(self) -> None:
+        await self.clients.aclose()
+
+    # A group.
+
+    async def _settle(self, tasks: list[asyncio.Task[_Attempt]]) -> GroupResult:
+        try:
+            attempts = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        group_logs = await self._score_group(attempts)
+        return GroupResult(tuple(self._outcome(attempt) for attempt in attempts), group_logs)
+
+    async def _attempt(self, request: RolloutRequest[Any], body: Callable[[_Attempt], Awaitable[None]]) -> _Attempt:
+        payload = request.example.payload
+        prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
+        attempt = _Attempt(
+            request=request,
+            messages=[dict(message) for message in prompt or ()],
+            example_args=(
+                {key: value for key, value in payload.items() if key != "prompt_messages"}
+                if isinstance(payload, Mapping)
+                else {}
+            ),
+            started_at=time.time(),
+            sink=logs.LogSink(max_records=self.config.max_log_records),
+        )
+        attempt_token = _CURRENT_ATTEMPT.set(attempt)
+        engine_token = RUNNING_ENGINE.set(self)
+        rollout_token = _CURRENT_ROLLOUT_ID.set(request.rollout_id)
+        with logs.capture(attempt.sink):
+            try:
+                async with asyncio.timeout(self.config.rollout_timeout) as deadline:
+                    if self.config.rollout_timeout is not None:
+                        ON_HOLD.set(functools.partial(_extend, deadline))
+                    await body(attempt)
+                    attempt.sink.phase = "context"
+            except RolloutFailure as exc:
+                attempt.fail(exc.termination_reason, exc.message)
+            except TimeoutError as exc:
+                if deadline.expired():
+                    attempt.fail(
+                        TerminationReason.TIMEOUT,
+                        f"rollout ran past its {self.config.rollout_timeout:g}s limit (during {attempt.sink.phase})",
+                    )
+                else:
+                    self._hook_failed(attempt, exc)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                attempt.fail(TerminationReason.CANCELLED, "the rollout's task was cancelled")
+            except Exception as exc:
+                self._hook_failed(attempt, exc)
+            finally:
+                _CURRENT_ROLLOUT_ID.reset(rollout_token)
+                RUNNING_ENGINE.reset(engine_token)
+                _CURRENT_ATTEMPT.reset(attempt_token)
+            attempt.ended_at = time.time()
+        return attempt
+
+    def _hook_failed(self, attempt: _Attempt, exc: BaseException) -> None:
+        if self._own_rollout:
+            hook, reason = "run_rollout", TerminationReason.HARNESS_ERROR
+        else:
+            hook, reason = "rollout_context or list_tools", TerminationReason.CONTEXT_ERROR
+        with logs.capture(attempt.sink):
+            logger.error("%s of %s failed", hook, self._name, exc_info=exc)
+        attempt.fail(reason, f"{type(exc).__name__}: {exc}")
+
+    # One rollout: the env's own run_rollout, or the standard loop.
+
+    async def _own(self, attempt: _Attempt) -> None:
+        request = attempt.request
+        attempt.sink.phase = "model"
+        result = await self.env.run_rollout(request)
+        if not isinstance(result, RolloutAttempt | RolloutOutcome):
+            raise TypeError(f"run_rollout returned {type(result).__name__}, expected a RolloutAttempt (BaseRollout)")
+        rollout_id = getattr(result, "rollout_id", "") or request.rollout_id
+        if rollout_id != request.rollout_id:
+            raise ValueError(
+                f"run_rollout returned the rollout id {rollout_id!r} for request {request.rollout_id!r}"
+            )
+        if isinstance(result, BaseRollout):
+            attempt.messages = list(result.messages)
+            if result.turns:
+                attempt.turns = list(result.turns)
+        elif isinstance(result, RolloutOutcome):
+            attempt.messages = list(result.messages) or attempt.messages
+            attempt.turns = list(result.turns) or attempt.turns
+            attempt.sink.entries.extend(result.logs)
+        attempt.reason = result.termination_reason
+        attempt.error = result.error
+        raw = result.rewards if isinstance(result, RolloutAttempt) else (result.rewards or None)
+        if attempt.reason not in self._scorable:
+            attempt.rewards = None
+            return
+        try:
+            attempt.rewards = None if raw is None else check_rewards(raw, hook="run_rollout")
+        except InvalidRewards as exc:
+            logger.error("%s", exc)
+            attempt.settle(TerminationReason.REWARD_ERROR, str(exc))
+
+    async def _standard(self, attempt: _Attempt) -> None:
+        attempt.ran_standard = True
+        env = self.env
+        assert isinstance(env, BaseEnv)
+        async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
+            await self._chat_loop(attempt)
+            if attempt.reason in self._scorable and self._has_reward:
+                await self._score(attempt)
+            attempt.sink.phase = "context"
+
+    async def _replay(self, stored: StoredRollout, attempt: _Attempt) -> None:
+        attempt.ran_standard = True
+        env = self.env
+        assert isinstance(env, BaseEnv)
+        async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
+            attempt.messages[:] = [dict(message) for message in stored.messages]
+            attempt.turns[:] = stored.turns
+            attempt.reason = stored.termination_reason
+            attempt.error = stored.error
+            if attempt.reason in self._scorable and self._has_reward:
+                await self._score(attempt)
+            attempt.sink.phase = "context"
+
+    async def _tools(self) -> dict[str, Tool]:
+        """The rollout's tools, validated once per distinct declaration."""
+        assert isinstance(self.env, BaseEnv)
+        tools = await self.env.list_tools()
+        hit = self._tools_by_identity.get(id(tools))
+        if hit is not None and hit[0] is tools:
+            return hit[1]
+        try:
+            key = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            key = None
+        by_name = self._tools_by_content.get(key) if key is not None else None
+        if by_name is None:
+            by_name = validate_tools(tools, owner=self._name)
+            if key is not None and len(self._tools_by_content) < _TOOL_CACHE_SIZE:
+                self._tools_by_content[key] = by_name
+        if len(self._tools_by_identity) < _TOOL_CACHE_SIZE:
+            self._tools_by_identity[id(tools)] = (tools, by_name)
+        return by_name
+
+    async def _chat_loop(self, attempt: _Attempt) -> None:
+        request = attempt.request
+        env = self.env
+        assert isinstance(env, BaseEnv)
+        config = self.config
+        sink = attempt.sink
+        sink.phase = "context"
+        known = await self._tools()
+        tool_list = list(known.values())
+        client = self.clients.get(request.base_url)
+        base_body = request.sampling.to_body()
+        base_body["model"] = request.model
+        if tool_list:
+            base_body["tools"] = tool_list
+        messages = attempt.messages
+        max_turns = env.max_turns or 1
+        budget = env.max_tool_calls
+        used = 0
+        for turn in range(max_turns):
+            sink.turn = turn
+            sink.phase = "model"
+            body = dict(base_body)
+            body["messages"] = messages
+            started_at = time.time()
+            clock = time.perf_counter()
+            try:
+                if request.model_auth is None:
+                    result = await client.chat(body, rollout_id=request.rollout_id)
+                else:
+                    result = await client.chat(body, rollout_id=request.rollout_id, auth=request.model_auth)
+            except ModelError as error:
+                attempt.reason = error.reason
+                attempt.error = str(error)
+                return
+            model_seconds = time.perf_counter() - clock
+            calls = parse_tool_calls(result.message, turn=turn)
+            messages.append(assistant_message(result.message, calls, config.max_content_chars))
+            record = functools.partial(_turn_record, attempt.turns, turn, started_at, model_seconds, result)
+            if not calls:
+                record()
+                attempt.reason = _finish_reason(result.finish_reason)
+                if result.finish_reason is None:
+                    attempt.error = _NO_FINISH_REASON
+                return
+            if budget is not None and used + len(calls) > budget:
+                record()
+                attempt.reason = TerminationReason.TOOL_BUDGET_EXCEEDED
+                attempt.error = (
+                    f"turn {turn} asked for {len(calls)} tool calls with {budget - used} "
+                    f"of max_tool_calls={budget} left"
+                )
+                return
+            used += len(calls)
+            sink.phase = "tools"
+            clock = time.perf_counter()
+            outcome = await run_tool_calls(
+                env,
+                request.rollout_id,
+                calls,
+                known,
+                timeout=config.tool_timeout,
+                max_chars=config.max_tool_result_chars,
+            )
+            messages.extend(outcome.messages)
+            record(time.perf_counter() - clock, len(calls), outcome.errors)
+            if outcome.stop is not None:
+                attempt.reason = outcome.stop.reason
+                attempt.error = outcome.stop.error
+                return
+        attempt.reason = TerminationReason.MAX_TURNS_EXCEEDED
+
+    def _view(self, attempt: _Attempt) -> BaseRollout:
+        request = attempt.request
+        return BaseRollout(
+            rollout_id=request.rollout_id,
+            termination_reason=attempt.reason,
+            rewards=dict(attempt.rewards) if attempt.rewards is not None else None,
+            error=attempt.error,
+            messages=attempt.messages,
+            example_args=attempt.example_args,
+            split=request.split,
+            example_id=request.example.id,
+            turns=tuple(attempt.turns),
+        )
+
+    async def _score(self, attempt: _Attempt) -> None:
+        assert isinstance(self.env, BaseEnv)
+        attempt.sink.phase = "reward"
+        try:
+            raw = await self.env.compute_reward(self._view(attempt))
+            attempt.rewards = check_rewards(raw, hook="compute_reward") if raw is not None else None
+        except RolloutFailure as exc:
+            logger.error("compute_reward failed: %s (%s)", exc.message, exc.termination_reason)
+            attempt.settle(exc.termination_reason, exc.message)
+        except InvalidRewards as exc:
+            logger.error("%s", exc)
+            attempt.settle(TerminationReason.REWARD_ERROR, str(exc))
+        except Exception as exc:
+            logger.exception("compute_reward raised %s", type(exc).__name__)
+            attempt.settle(TerminationReason.REWARD_ERROR, f"compute_reward raised {type(exc).__name__}: {exc}")
+
+    async def _score_group(self, attempts: Sequence[_Attempt]) -> tuple[LogEntry, ...]:
+        scorable = [attempt for attempt in attempts if attempt.reason in self._scorable]
+        if not scorable:
+            return ()
+        sink = logs.LogSink(max_records=self.config.max_log_records, phase="group_reward")
+        with logs.capture(sink):
+            try:
+                merged = await self._group_rewards(scorable)
+            except RolloutFailure as exc:
+                logger.error("compute_group_rewards failed: %s (%s)", exc.message, exc.termination_reason)
+                for attempt in scorable:
+                    attempt.settle(exc.termination_reason, exc.message)
+            except InvalidRewards as exc:
+                logger.error("%s", exc)
+                for attempt in scorable:
+                    attempt.settle(TerminationReason.GROUP_REWARD_ERROR, str(exc))
+            except _GroupTimeout as exc:
+                for attempt in scorable:
+                    attempt.settle(TerminationReason.GROUP_REWARD_ERROR, str(exc))
+            except Exception as exc:
+                logger.exception("compute_group_rewards raised %s", type(exc).__name__)
+                for attempt in scorable:
+                    attempt.settle(
+                        TerminationReason.GROUP_REWARD_ERROR,
+                        f"compute_group_rewards raised {type(exc).__name__}: {exc}",
+                    )
+            else:
+                for attempt in scorable:
+                    attempt.rewards = merged[attempt.request.rollout_id]
+        return sink.freeze()
+
+    async def _group_rewards(self, scorable: Sequence[_Attempt]) -> dict[str, dict[str, float]]:
+        """Each scored sibling's rewards with the group hook's merged in; the 0.2.x checks raise."""
+        by_id: dict[str, dict[str, float]] = {}
+        if self._has_group_reward:
+            views = [self._view(attempt) for attempt in scorable]
+            try:
+                async with asyncio.timeout(self.config.rollout_timeout) as deadline:
+                    raw = await self.env.compute_group_rewards(views)  # type: ignore[arg-type]
+            except TimeoutError:
+                if deadline.expired():
+                    raise _GroupTimeout(
+                        f"compute_group_rewards ran past the {self.config.rollout_timeout:g}s rollout limit"
+                    ) from None
+                raise
+            by_id = check_group_rewards(raw, views)
+        merged = {}
+        for attempt in scorable:
+            rollout_id = attempt.request.rollout_id
+            rewards = merge_rewards(attempt.rewards or {}, by_id.get(rollout_id, {}), rollout_id)
+            if not rewards and attempt.reason == TerminationReason.FINISHED:
+                raise InvalidRewards(
+                    f"rollout {rollout_id!r} finished with no reward component; make compute_reward "
+                    "or compute_group_rewards return at least one for every finished rollout"
+                )
+            merged[rollout_id] = rewards
+        return merged
+
+    def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
+        request = attempt.request
+        scored = attempt.reason in self._scorable
+        return RolloutOutcome(
+            rewards=dict(attempt.rewards or {}) if scored else {},
+            termination_reason=str(attempt.reason),
+            error=attempt.error or None,
+            rollout_id=request.rollout_id,
+            example_id=request.example.id,
+            split=request.split,
+            messages=attempt.messages,
+            turns=tuple(attempt.turns),
+            logs=attempt.sink.freeze(),
+            started_at=attempt.started_at,
+            ended_at=attempt.ended_at,
+            sampling=request.sampling,
+        )
+
+
+class _GroupTimeout(Exception):
+    pass
+
+
+def _extend(deadline: asyncio.Timeout, waited: float) -> None:
+    """The rollout's clock stops while its requests wait for a down endpoint."""
+    when = deadline.when()
+    if when is not None and not deadline.expired():
+        deadline.reschedule(when + waited)
+
+
+def _finish_reason(finish_reason: str | None) -> str:
+    """How a turn without tool calls ends the rollout, as 0.2.x maps the server's finish reason."""
+    if finish_reason == "stop":
+        return TerminationReason.FINISHED
+    if finish_reason == "length":
+        return TerminationReason.OUTPUT_EXCEEDED
+    if finish_reason is None:
+        return TerminationReason.MODEL_ERROR
+    return finish_reason
+
+
+def _turn_record(
+    turns: list[TurnRecord],
+    index: int,
+    started_at: float,
+    model_seconds: float,
+    result: ChatResult,
+    tool_seconds: float = 0.0,
+    tool_calls: int = 0,
+    tool_errors: tuple[str, ...] = (),
+) -> None:
+    turns.append(
+        TurnRecord(
+            index=index,
+            started_at=started_at,
+            model_seconds=model_seconds,
+            tool_seconds=tool_seconds,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            tool_calls=tool_calls,
+            prompt_token_ids=result.prompt_token_ids,
+            completion_token_ids=result.completion_token_ids,
+            completion_logprobs=result.completion_logprobs,
+            tool_errors=tool_errors,
+        )
+    )

@@ -1,0 +1,288 @@
+"""Finding, constructing and reading an env from what a user types.
+
+One loader for every face (eval, validate, train, rescore, the trainer
+adapters, Ray workers): a spec is a file (``path/env.py[:Class]``), a module
+(``package.module:Class``), a directory holding ``env.py`` (or 0.2.x's
+``main.py``), or the name of an installed env package (its ``benchmax.envs``
+entry point). Env code is loaded from the local file system and installed
+packages only; a spec is never fetched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmax.envs._errors import DatasetError, EnvSpecError
+from benchmax.envs._messages import check_prompt_messages
+from benchmax.envs._types import DatasetSplit
+from benchmax.envs.base.env import BaseEnv
+from benchmax.envs.dataset import to_example
+from benchmax.envs.environment import Environment
+from benchmax.envs.shared_types import Example
+
+ENTRY_POINT_GROUP = "benchmax.envs"
+"""Installed env packages declare themselves here: ``name = "package.module:EnvClass"``."""
+ENV_FILES = ("env.py", "main.py")
+"""What a directory spec loads, in this order (``main.py``: 0.2.x's examples)."""
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?(@[A-Za-z0-9_.+-]+)?$")
+_modules_lock = threading.Lock()
+_module_names: dict[Path, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
+    """What names an env, and the keyword arguments its class is constructed with."""
+
+    spec: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path | None:
+        """The env's own directory: the default ``base_dir`` for its data files."""
+        target = self._file()
+        if target is not None:
+            return target.parent.resolve()
+        point = self._entry_point()
+        if point is not None:
+            module = importlib.util.find_spec(point.module)
+            if module is not None and module.origin:
+                return Path(module.origin).parent.resolve()
+        return None
+
+    def _has_class(self) -> bool:
+        head, sep, tail = self.spec.rpartition(":")
+        return bool(sep) and bool(tail) and tail.isidentifier() and not (len(head) == 1 and head.isalpha())
+
+    def _file(self) -> Path | None:
+        path = Path(self.spec.rsplit(":", 1)[0] if self._has_class() else self.spec)
+        if path.is_dir():
+            for name in ENV_FILES:
+                if (path / name).is_file():
+                    return path / name
+            return path / ENV_FILES[0]
+        if path.suffix == ".py":
+            return path
+        return None
+
+    def _entry_point(self) -> importlib.metadata.EntryPoint | None:
+        if self._has_class() or self._file() is not None or not _NAME.match(self.spec):
+            return None
+        name = self.spec.split("@", 1)[0]
+        for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if point.name == name:
+                return point
+        return None
+
+    def load_class(self) -> type[Environment[Any, Any]]:
+        if _URL.match(self.spec):
+            raise EnvSpecError(
+                f"{self.spec}: env code is loaded from local files and installed packages only, never "
+                "fetched; download it, review it, and pass its local path"
+            )
+        point = self._entry_point()
+        if point is not None:
+            return _environment_class(point.load(), f"the installed env {point.name!r} ({point.value})")
+        class_name = self.spec.rpartition(":")[2] if self._has_class() else None
+        file = self._file()
+        if file is not None:
+            module = _import_file(file)
+        else:
+            module_name = self.spec.rpartition(":")[0] if class_name else self.spec
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise EnvSpecError(
+                    f"cannot import {module_name!r} ({exc}); give path/to/file.py[:Class], a directory "
+                    "holding env.py, package.module:Class, or the name of an installed env (benchmax list)"
+                ) from exc
+        if class_name is not None:
+            return _environment_class(getattr(module, class_name, None), f"{module.__name__}:{class_name}")
+        candidates = [
+            value
+            for value in vars(module).values()
+            if inspect.isclass(value)
+            and issubclass(value, Environment)
+            and value.__module__ == module.__name__
+            and not inspect.isabstract(value)
+        ]
+        if len(candidates) != 1:
+            names = ", ".join(sorted(c.__name__ for c in candidates)) or "none"
+            raise EnvSpecError(
+                f"{self.spec}: expected exactly one environment class, found {names}; name it as FILE:Class"
+            )
+        return candidates[0]
+
+    def load(self) -> Environment[Any, Any]:
+        cls = self.load_class()
+        try:
+            return cls(**dict(self.kwargs))
+        except TypeError as exc:
+            raise EnvSpecError(f"cannot construct {cls.__name__}(**{dict(self.kwargs)!r}): {exc}") from exc
+
+
+def load_env(
+    spec: str | EnvSpec, kwargs: Mapping[str, Any] | None = None, *, data_dir: str | Path | None = None
+) -> tuple[Environment[Any, Any], Path]:
+    """Construct the env ``spec`` names and say where its data lives.
+
+    The data directory (``base_dir`` of ``create_dataset``) is ``data_dir`` when
+    given, else the env's own directory, else the working directory: the one
+    rule every face uses.
+    """
+    env_spec = spec if isinstance(spec, EnvSpec) else EnvSpec(spec, dict(kwargs or {}))
+    env = env_spec.load()
+    return env, data_directory(env_spec, data_dir)
+
+
+def data_directory(spec: EnvSpec, data_dir: str | Path | None = None) -> Path:
+    """``data_dir``, else the env's directory, else the working directory."""
+    return Path(data_dir) if data_dir is not None else (spec.directory or Path.cwd())
+
+
+async def collect_examples(
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+) -> list[Example[Any]]:
+    """The examples of ``split``, in dataset order, each checked as the env will use it.
+
+    ``create_dataset`` gets ``max_examples`` when its signature takes it (0.2.x
+    envs may not); at most that many are read either way. Repeated examples are
+    kept: the runner tells them apart. A ``BaseEnv`` example must carry usable
+    ``prompt_messages``; the error names its position.
+    """
+    dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)
+    owner = f"{type(env).__name__}.create_dataset({split!r})"
+    prompts = isinstance(env, BaseEnv)
+    examples: list[Example[Any]] = []
+    for index, item in enumerate(dataset):
+        if max_examples is not None and index >= max_examples:
+            break
+        where = example_location(dataset, owner, index)
+        example = to_example(item, where=where)
+        if prompts:
+            check_prompt_messages(example.payload, where=where)
+        examples.append(example)
+    return examples
+
+
+async def open_dataset(
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+) -> Any:
+    """``env.create_dataset(split, base_dir)``, with ``max_examples`` when its signature takes it."""
+    if _accepts_max_examples(env.create_dataset):
+        dataset = await env.create_dataset(split, base_dir, max_examples=max_examples)
+    else:
+        dataset = await env.create_dataset(split, base_dir)
+    if dataset is None:
+        raise DatasetError(
+            f"{type(env).__name__}.create_dataset({split!r}) returned None; return a Dataset (e.g. JsonlDataset(...))"
+        )
+    return dataset
+
+
+def example_location(dataset: object, owner: str, index: int) -> str:
+    """``file:line`` for an example read from a file, else the dataset's name and the index."""
+    line_of = getattr(dataset, "line_of", None)
+    path = getattr(dataset, "path", None)
+    if line_of is not None and path is not None:
+        try:
+            return f"{path}:{line_of(index)}"
+        except (IndexError, TypeError):
+            pass
+    return f"{owner}[{index}]"
+
+
+def _accepts_max_examples(method: Any) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return True
+    return "max_examples" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def _environment_class(value: object, where: str) -> type[Environment[Any, Any]]:
+    if inspect.isclass(value) and issubclass(value, Environment):
+        return value
+    raise EnvSpecError(f"{where} is not an environment class (a subclass of benchmax.envs.BaseEnv or Environment)")
+
+
+def module_name_for(file: Path) -> str:
+    """A readable module name for an env file, stable across processes: ``<directory>.<stem>``.
+
+    ``examples/sql/env.py`` loads as ``sql.env``, so its class shows as
+    ``sql.env.SqlEnv`` in runs, logs and errors of every run. Another file with
+    the same directory and stem in the same process gets a numbered name.
+    """
+    resolved = file.resolve()
+    with _modules_lock:
+        known = _module_names.get(resolved)
+        if known is not None:
+            return known
+        parent = _identifier(resolved.parent.name) or "envs"
+        base = f"{parent}.{_identifier(resolved.stem) or 'env'}"
+        taken = set(_module_names.values())
+        name, number = base, 1
+        while name in taken or (name in sys.modules and getattr(sys.modules[name], "__file__", None) != str(resolved)):
+            number += 1
+            name = f"{base}_{number}"
+        _module_names[resolved] = name
+        return name
+
+
+def _identifier(text: str) -> str:
+    cleaned = re.sub(r"\W+", "_", text).strip("_")
+    return f"_{cleaned}" if cleaned[:1].isdigit() else cleaned
+
+
+def _import_file(file: Path) -> Any:
+    if not file.is_file():
+        raise EnvSpecError(f"{file}: env file not found")
+    resolved = file.resolve()
+    name = module_name_for(resolved)
+    # Reuse the module only while the file is unchanged: a rescore or validate in a
+    # long-lived process (a notebook) must see the env code as it is now.
+    status = resolved.stat()
+    stamp = (status.st_mtime_ns, status.st_size)
+    cached = sys.modules.get(name)
+    if cached is not None and getattr(cached, "__benchmax_stamp__", None) == stamp:
+        return cached
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise EnvSpecError(f"{file}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    module.__benchmax_stamp__ = stamp  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    parent = str(resolved.parent)
+    added = parent not in sys.path
+    if added:
+        sys.path.insert(0, parent)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        where = _location(file, resolved, exc)
+        raise EnvSpecError(f"{where}: importing it raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        if added:
+            sys.path.remove(parent)
+    return module
+
+
+def _location(file: Path, resolved: Path, exc: BaseException) -> str:
+    """``file:line`` of the env file's line that raised (or imported what raised)."""
+    if isinstance(exc, SyntaxError) and exc.filename == str(resolved) and exc.lineno:
+        return f"{file}:{exc.lineno}"
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == str(resolved)]
+    return f"{file}:{lines[-1]}" if lines else str(file)

@@ -1,0 +1,99 @@
+"""The message vocabulary: reading text out of OpenAI chat messages, and the shapes benchmax writes.
+
+Every part of benchmax that flattens message content, reads a final answer,
+builds a tool message or asks whether a tool call failed does it here, so the
+reward helpers, the store, the inspector and the trainers agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from benchmax.envs._errors import DatasetError
+from benchmax.envs._records import TurnRecord
+from benchmax.envs._types import Message
+
+
+def content_text(content: Any) -> str:
+    """OpenAI message content (a string, or a list of content parts) as plain text.
+
+    Text parts are concatenated as the model would read them; image and other
+    non-text parts contribute nothing.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+def completion_text(completion: Sequence[Mapping[str, Any]] | str) -> str:
+    """The final answer of a transcript, stripped; ``""`` unless it ends with an assistant message.
+
+    A transcript that ends on a tool result (the model ran out of turns) has no
+    answer, so it scores as empty rather than as some earlier message. A plain
+    string is an answer already (0.2.x's ``extract_completion_text``).
+    """
+    if isinstance(completion, str):
+        return completion.strip()
+    if not completion:
+        return ""
+    last = completion[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "assistant":
+        return ""
+    return content_text(last.get("content")).strip()
+
+
+def tool_message(tool_call_id: str, content: str | list[Any]) -> Message:
+    """The transcript message answering one tool call (0.2.x's keys)."""
+    return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
+
+
+def tool_error_ids(turns: Iterable[TurnRecord | Mapping[str, Any]]) -> frozenset[str]:
+    """The ids of every tool call whose result told the model of an error.
+
+    Read from the turns' typed records (live :class:`TurnRecord` objects or their
+    stored dict form), never from the result text: a tool may legitimately
+    answer with text that starts with "error".
+    """
+    ids: set[str] = set()
+    for turn in turns:
+        errors = turn.get("tool_errors") if isinstance(turn, Mapping) else turn.tool_errors
+        ids.update(str(call_id) for call_id in errors or ())
+    return frozenset(ids)
+
+
+def check_prompt_messages(payload: Any, *, where: str) -> None:
+    """Raise :class:`DatasetError` unless ``payload`` holds usable ``prompt_messages``.
+
+    Each message needs a string ``role`` (as in 0.2.x); ``content``, when
+    present, is a string, a list of content parts or ``None``.
+    """
+    if not isinstance(payload, Mapping):
+        raise DatasetError(f"{where}: a BaseEnv example payload must be a JSON object, got {type(payload).__name__}")
+    messages = payload.get("prompt_messages")
+    if not isinstance(messages, list) or not messages:
+        raise DatasetError(
+            f"{where}: the payload needs a non-empty 'prompt_messages' list of {{role, content}} messages"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise DatasetError(f"{where}: prompt_messages[{index}] must be an object")
+        role = message.get("role")
+        if not isinstance(role, str) or not role:
+            raise DatasetError(f"{where}: prompt_messages[{index}] needs a string 'role'")
+        content = message.get("content")
+        if not (content is None or isinstance(content, str | list)):
+            raise DatasetError(
+                f"{where}: prompt_messages[{index}].content must be a string or a "
+                f"list of content parts, got {type(content).__name__}"
+            )

@@ -1,0 +1,30 @@
+"""Plain shapes shared by environments, the engine and every face.
+
+Messages and tools are plain OpenAI chat-format dicts on purpose: env authors
+already know that format, every model server speaks it, and it serialises
+straight into the run store without an adapter layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+DatasetSplit: TypeAlias = Literal["train", "eval"]
+"""Which traffic an example serves: training rollouts or evaluation."""
+
+SPLITS: tuple[DatasetSplit, ...] = ("train", "eval")
+
+Message: TypeAlias = dict[str, Any]
+"""One OpenAI chat message: ``{"role": ..., "content": ...}`` plus tool fields."""
+
+Messages: TypeAlias = list[Message]
+
+Tool: TypeAlias = dict[str, Any]
+"""An OpenAI function tool: ``{"type": "function", "function": {"name", "description",
+"parameters"}}``; ``parameters`` is a JSON Schema object."""
+
+RewardMap: TypeAlias = Mapping[str, float]
+
+JsonRow: TypeAlias = dict[str, Any]
+"""One JSON object read from a dataset file."""

@@ -1,0 +1,126 @@
+"""What one eval run is: the env, the model, the sampling and the schedule."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from benchmax.client import RetryPolicy
+from benchmax.engine import EngineConfig
+from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
+
+EMBEDDED = "embedded"
+"""The ``base_url`` that means: start the embedded SmolLM2 model."""
+
+EXECUTORS = ("local", "ray")
+DEFAULT_MAX_FAILURE_RATE = 0.1
+"""A run whose operational failures exceed this share of its rollouts did not do its job."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs; stored (without secrets) so ``--resume`` can rebuild it.
+
+    ``concurrency`` counts rollouts in flight: groups are launched while their
+    siblings fit, so at most ``max(concurrency, group_size)`` rollouts run at once.
+    ``batch_size`` counts rollouts per zero-fill batch (a multiple of
+    ``group_size``); ``None`` makes the whole run one batch.
+    ``max_failure_rate`` is the share of operational failures past which the run
+    counts as failed (the CLI then exits 1).
+    """
+
+    env: str
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    data_dir: Path | None = None
+    split: DatasetSplit = "eval"
+    max_examples: int | None = None
+    group_size: int = 1
+    concurrency: int = 64
+    batch_size: int | None = None
+    model: str | None = None
+    """The model name sent to the server; ``None``: the one model the server lists."""
+    base_url: str = EMBEDDED
+    api_key_env: str | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    run_dir: Path | None = None
+    pass_threshold: float = 1.0
+    max_failure_rate: float = DEFAULT_MAX_FAILURE_RATE
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    executor: str = "local"
+    """``local`` (this process) or ``ray`` (a pool of Ray actors)."""
+    ray_address: str | None = None
+    workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {self.group_size}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1 rollouts, got {self.concurrency}")
+        if self.max_examples is not None and self.max_examples < 1:
+            raise ValueError(f"max_examples must be >= 1, got {self.max_examples}")
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ValueError(f"max_failure_rate must be between 0 and 1, got {self.max_failure_rate}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.batch_size is not None and (
+            self.batch_size < self.group_size or self.batch_size % self.group_size
+        ):
+            raise ValueError(
+                f"batch_size ({self.batch_size} rollouts) must be a positive multiple of "
+                f"group_size ({self.group_size}) so groups are never split across batches"
+            )
+
+    def with_run_dir(self, default_root: Path = Path("runs")) -> RunConfig:
+        if self.run_dir is not None:
+            return self
+        return replace(self, run_dir=default_run_dir(self.env, default_root))
+
+    def groups_per_batch(self) -> int | None:
+        return None if self.batch_size is None else self.batch_size // self.group_size
+
+    def to_meta(self) -> dict[str, Any]:
+        """The JSON form stored in the run; holds the API key's variable name, never the key."""
+        data = asdict(self)
+        data["data_dir"] = str(self.data_dir) if self.data_dir is not None else None
+        data["run_dir"] = str(self.run_dir) if self.run_dir is not None else None
+        data["sampling"]["stop"] = list(self.sampling.stop) if self.sampling.stop else None
+        data["engine"]["retry"] = asdict(self.engine.retry)
+        return data
+
+    @classmethod
+    def from_meta(cls, data: Mapping[str, Any]) -> RunConfig:
+        known = {item.name for item in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        sampling = SamplingParams.from_dict(values.pop("sampling", None))
+        engine = dict(values.pop("engine", {}) or {})
+        if "retry" in engine:
+            engine["retry"] = RetryPolicy(**engine["retry"])
+        engine_fields = {item.name for item in fields(EngineConfig)}
+        engine = {key: value for key, value in engine.items() if key in engine_fields}
+        for key in ("data_dir", "run_dir"):
+            if values.get(key) is not None:
+                values[key] = Path(values[key])
+        return cls(sampling=sampling, engine=EngineConfig(**engine), **values)
+
+
+def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") -> Path:
+    """``runs/[PREFIX]NAME-YYYYmmdd-HHMMSS``, NAME being the env's own name (the same rule for eval and train).
+
+    NAME is the last part of the spec that names the env: the directory of a
+    directory spec, the file stem of ``path/env.py:Class``, the module of
+    ``package.module:Class``, the package of an installed env.
+    """
+    spec = env.rstrip("/")
+    head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
+    path = Path(head)
+    if path.suffix == ".py":
+        name = path.parent.name if path.stem in ("env", "main") and path.parent.name else path.stem
+    else:
+        name = path.name.rsplit(".", 1)[-1] if not path.exists() else path.name
+    name = name.split("@", 1)[0] or "run"
+    return root / f"{prefix}{name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,0 +1,97 @@
+"""Where groups run: in this process (the default) or on a pool of Ray actors.
+
+The runner only sees this interface, so scheduling, store writes, zero-fill and
+progress are identical whichever executor runs the groups.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from benchmax.client import ClientPool
+from benchmax.engine import Engine, EngineConfig, GroupResult
+from benchmax.envs import Environment, RolloutFailure, RolloutOutcome, RolloutRequest, TerminationReason, implements
+
+logger = logging.getLogger("benchmax.runner")
+
+
+class GroupExecutor(Protocol):
+    async def start(self) -> None: ...
+
+    async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalExecutor:
+    """Groups run on this event loop, through the engine (or an env's own ``run_group``)."""
+
+    def __init__(
+        self, env: Environment[Any, Any], config: EngineConfig | None = None, *, clients: ClientPool | None = None
+    ) -> None:
+        self.env = env
+        self.engine = Engine(env, config, clients=clients)
+        self._own_group = implements(env, "run_group")
+
+    @property
+    def clients(self) -> ClientPool:
+        return self.engine.clients
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+        if self._own_group:
+            return await run_own_group(self.env, requests)
+        return await self.engine.run_group(requests)
+
+    def stats(self) -> dict[str, Any]:
+        return self.engine.clients.stats()
+
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+
+
+async def run_own_group(env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+    """An env's own ``run_group``; an exception fails the group (``harness_error``), never the run."""
+    now = time.time()
+    try:
+        outcomes = await env.run_group(requests)
+        return GroupResult(tuple(outcomes[request.rollout_id] for request in requests))
+    except Exception as exc:
+        reason = exc.termination_reason if isinstance(exc, RolloutFailure) else TerminationReason.HARNESS_ERROR
+        logger.exception("%s.run_group failed", type(env).__name__)
+        return failed_group(requests, reason, f"{type(exc).__name__}: {exc}", started_at=now)
+
+
+def failed_group(
+    requests: Sequence[RolloutRequest[Any]], reason: str, error: str, *, started_at: float
+) -> GroupResult:
+    """A group whose siblings all end with ``reason``: it could not be run at all."""
+    return GroupResult(
+        tuple(
+            RolloutOutcome(
+                rewards={},
+                termination_reason=reason,
+                error=error,
+                rollout_id=request.rollout_id,
+                example_id=request.example.id,
+                split=request.split,
+                messages=[dict(m) for m in _prompt(request)],
+                started_at=started_at,
+                ended_at=time.time(),
+                sampling=request.sampling,
+            )
+            for request in requests
+        )
+    )
+
+
+def _prompt(request: RolloutRequest[Any]) -> list[Any]:
+    payload = request.example.payload
+    return list(payload.get("prompt_messages") or []) if isinstance(payload, dict) else []

@@ -1,0 +1,320 @@
+"""An eval run: load the env and its examples, check the model endpoint, then run and store every group.
+
+Everything that can fail before a rollout is spent is checked first, in order:
+the env loads, its examples and tools are valid, the model endpoint answers
+(the embedded model passes its self-test). Only then is the run directory
+created, so a typo leaves nothing behind. Groups are scheduled while their
+siblings fit in ``concurrency``, each settled group is written whole, batches
+are zero-filled as they close, and the run's status is set on every way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from benchmax.auth import StaticBearerAuth
+from benchmax.client import ClientPool, GateEvent, Outage
+from benchmax.engine import GroupResult
+from benchmax.envs import (
+    DatasetError,
+    Environment,
+    EnvSpec,
+    Example,
+    RolloutRequest,
+    SamplingParams,
+    collect_examples,
+    data_directory,
+)
+from benchmax.errors import BenchmaxError
+from benchmax.runner._config import EMBEDDED, RunConfig
+from benchmax.runner._endpoint import Endpoint, model_endpoint
+from benchmax.runner._executor import GroupExecutor, LocalExecutor
+from benchmax.runner._session import GroupKey, RunSession, group_keys
+from benchmax.runner._verdict import RunVerdict, judge_run
+from benchmax.store import Run, RunStats
+
+logger = logging.getLogger("benchmax.runner")
+
+
+class RunObserver(Protocol):
+    """Receives progress; the CLI's live display is one."""
+
+    def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None: ...
+
+    def on_group(self, result: GroupResult) -> None: ...
+
+    def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None: ...
+
+
+class RunStopped(BenchmaxError):
+    """The run stopped before its end for a reason outside it (an endpoint down past its budget);
+    what is stored is whole, and ``--resume`` continues it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_dir: Path
+    stats: RunStats
+    new_rollouts: int
+    client_stats: dict[str, Any]
+    verdict: RunVerdict
+    outages: tuple[Outage, ...] = ()
+
+
+def sampling_for(sampling: SamplingParams, sample_index: int) -> SamplingParams:
+    """Siblings get ``seed + sample_index`` so a seeded group is reproducible yet diverse."""
+    if sampling.seed is None:
+        return sampling
+    return replace(sampling, seed=sampling.seed + sample_index)
+
+
+async def arun(
+    config: RunConfig,
+    *,
+    env: Environment[Any, Any] | None = None,
+    observer: RunObserver | None = None,
+    resume: bool = False,
+) -> RunResult:
+    """Run (or resume) an eval; returns once every group is stored and filled."""
+    config = config.with_run_dir()
+    assert config.run_dir is not None
+    run_dir = config.run_dir
+    if not resume:
+        RunSession.check_new(run_dir)
+    owned = env is None
+    spec = EnvSpec(config.env, config.env_kwargs)
+    executor: GroupExecutor | None = None
+    try:
+        if env is None:
+            env = spec.load()
+        base_dir = data_directory(spec, config.data_dir) if owned else Path(config.data_dir or Path.cwd())
+        examples = await collect_examples(env, config.split, base_dir, max_examples=config.max_examples)
+        if not examples:
+            raise DatasetError(
+                f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
+            )
+        executor = make_executor(config, env)
+        await executor.start()
+        auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
+        clients = _clients(executor, config)
+        async with model_endpoint(
+            None if config.base_url == EMBEDDED else config.base_url,
+            config.model,
+            clients,
+            log_dir=run_dir,
+            auth=auth,
+        ) as endpoint:
+            session = RunSession.resume(run_dir) if resume else RunSession.create(
+                run_dir, kind="eval", meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold}
+            )
+            async with session.running():
+                session.set_meta(
+                    env_class=f"{type(env).__module__}.{type(env).__qualname__}",
+                    env_file=_source_file(env),
+                    model=endpoint.model,
+                    base_url=EMBEDDED if endpoint.embedded else endpoint.base_url,
+                )
+                session.check_examples(config.split, examples)
+                new_rollouts = await _schedule(
+                    config, executor, examples, session, observer, endpoint, auth, clients
+                )
+                await asyncio.to_thread(session.close_batches)
+        client_stats = executor.stats()
+        outages = tuple(clients.outages())
+    finally:
+        if executor is not None:
+            await executor.aclose()
+        if owned and env is not None:
+            try:
+                await env.aclose()
+            except Exception:
+                logger.exception("%s.aclose() failed", type(env).__name__)
+    with Run(run_dir) as run:
+        stats = run.stats()
+    return RunResult(
+        run_dir, stats, new_rollouts, client_stats, judge_run(stats, config.max_failure_rate), outages
+    )
+
+
+def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
+    """Run an eval from Python: ``benchmax.evaluate("examples/math", base_url=..., model=...)``.
+
+    ``env`` is a spec string or an env instance (then the caller owns its
+    ``aclose``); ``options`` are :class:`RunConfig` fields plus ``resume`` and
+    ``observer``. ``result.verdict`` says whether the run did its job.
+    """
+    resume = bool(options.pop("resume", False))
+    observer = options.pop("observer", None)
+    if isinstance(env, str):
+        config = RunConfig(env=env, **options)
+        instance = None
+    else:
+        config = RunConfig(env=f"{type(env).__module__}:{type(env).__qualname__}", **options)
+        instance = env
+    return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
+
+
+def make_executor(config: RunConfig, env: Environment[Any, Any]) -> GroupExecutor:
+    if config.executor == "ray":
+        from benchmax.runner._ray import RayExecutor
+
+        return RayExecutor(config)
+    return LocalExecutor(env, config.engine)
+
+
+def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
+    """The client pool whose gates guard this run's endpoint (the driver's own, under Ray)."""
+    clients = getattr(executor, "clients", None)
+    if isinstance(clients, ClientPool):
+        return clients
+    return ClientPool(
+        timeout=config.engine.request_timeout,
+        max_concurrency=config.engine.max_concurrent_requests,
+        retry=config.engine.retry,
+        max_outage=config.engine.max_outage,
+    )
+
+
+async def _schedule(
+    config: RunConfig,
+    executor: GroupExecutor,
+    examples: Sequence[Example[Any]],
+    session: RunSession,
+    observer: RunObserver | None,
+    endpoint: Endpoint,
+    auth: StaticBearerAuth | None,
+    clients: ClientPool,
+) -> int:
+    size = config.group_size
+    per_batch = config.groups_per_batch()
+    done = session.completed_groups()
+    keys = group_keys(config.split, examples)
+    pending = [(key, examples[key.example_index]) for key in keys if key.id not in done]
+    if observer is not None:
+        observer.on_start(
+            total_rollouts=len(keys) * size, done_rollouts=(len(keys) - len(pending)) * size, run_dir=session.run_dir
+        )
+    left_in_batch: dict[int, int] = {}
+    for key, _ in pending:
+        batch = _batch(key.example_index, per_batch)
+        left_in_batch[batch] = left_in_batch.get(batch, 0) + 1
+    slots = asyncio.Semaphore(max(1, config.concurrency // size))
+    written = 0
+    stopping: list[str] = []
+    main = asyncio.current_task()
+
+    def on_outage(event: GateEvent, outage: Outage) -> None:
+        session.record_outage(outage)
+        if observer is not None:
+            observer.on_outage(event, outage, clients.gate(endpoint.base_url).waiting)
+        if event == "failed" and not stopping:
+            # Nothing held by the outage may be stored as a failure: the run stops
+            # here, whole groups only, and --resume reruns what is missing.
+            stopping.append(outage.cause)
+            if main is not None:
+                main.cancel()
+
+    clients.subscribe(on_outage)
+
+    async def run_group(key: GroupKey, example: Example[Any]) -> None:
+        nonlocal written
+        try:
+            requests = [
+                RolloutRequest(
+                    rollout_id=key.rollout_id(sample),
+                    example=example,
+                    model=endpoint.model,
+                    base_url=endpoint.base_url,
+                    model_auth=auth,
+                    split=config.split,
+                    sampling=sampling_for(config.sampling, sample),
+                )
+                for sample in range(size)
+            ]
+            started = time.time()
+            result = await executor.run_group(requests)
+            if stopping:
+                return
+            batch = _batch(key.example_index, per_batch)
+            session.write_group(key, result, batch=batch, started_at=started)
+            written += size
+            if observer is not None:
+                observer.on_group(result)
+            left_in_batch[batch] -= 1
+            if per_batch is not None and left_in_batch[batch] == 0:
+                await asyncio.to_thread(session.close_batch, batch)
+        finally:
+            slots.release()
+
+    tasks: set[asyncio.Task[None]] = set()
+    failures: list[BaseException] = []
+
+    def finished(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failures.append(task.exception())  # type: ignore[arg-type]
+
+    stop_sigterm = _install_sigterm()
+    try:
+        for key, example in pending:
+            await slots.acquire()
+            if failures:
+                raise failures[0]
+            task = asyncio.create_task(run_group(key, example))
+            tasks.add(task)
+            task.add_done_callback(finished)
+        while tasks:
+            await asyncio.wait(set(tasks))
+        if failures:
+            raise failures[0]
+    except asyncio.CancelledError:
+        if stopping:
+            if main is not None:
+                main.uncancel()
+            raise RunStopped(f"{stopping[0]}; the run stopped with every finished group stored") from None
+        raise
+    finally:
+        stop_sigterm()
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return written
+
+
+def _source_file(env: Environment[Any, Any]) -> str | None:
+    """The local file the env class was loaded from, kept in the run so it says what code ran."""
+    import inspect
+
+    try:
+        source = inspect.getsourcefile(type(env))
+    except TypeError:
+        return None
+    return str(Path(source).resolve()) if source else None
+
+
+def _batch(index: int, per_batch: int | None) -> int:
+    return 0 if per_batch is None else index // per_batch
+
+
+def _install_sigterm() -> Callable[[], None]:
+    """SIGTERM cancels the run like Ctrl-C does, so contexts exit and the store is consistent."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None:
+        return lambda: None
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):
+        return lambda: None
+    return lambda: loop.remove_signal_handler(signal.SIGTERM)
+

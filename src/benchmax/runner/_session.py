@@ -1,0 +1,241 @@
+"""One run session: a run directory's ids, writes, batches and status, for eval, rescore and training.
+
+Every face that writes a run goes through a :class:`RunSession`, so a run looks
+the same whoever made it: group and rollout ids are built from their parts,
+groups are written whole, batches are zero-filled when they close, and the
+status is set on every way out (``completed``, ``interrupted`` on Ctrl-C or
+cancellation, ``failed`` with the error otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from benchmax import __version__
+from benchmax.client import Outage
+from benchmax.engine import GroupResult
+from benchmax.envs import Example
+from benchmax.store import GroupWrite, RunStatus, RunWriter, StoreError
+
+RunKind = Literal["eval", "rescore", "train"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """Names one group of siblings: its id is built from these parts, never parsed back.
+
+    ``occurrence`` tells apart the repeats of one example in a dataset (or in one
+    training step); ``step`` is the trainer's step. Rollout ids are
+    ``<group id>#<sample index>``.
+    """
+
+    id: str
+    example_id: str
+    example_index: int
+    step: int | None = None
+
+    @classmethod
+    def of(
+        cls, split: str, example: Example[Any], index: int, *, step: int | None = None, occurrence: int = 0
+    ) -> GroupKey:
+        prefix = f"step{step}/" if step is not None else ""
+        repeat = f"~{occurrence}" if occurrence else ""
+        return cls(f"{prefix}{split}/{example.id}{repeat}", example.id, index, step)
+
+    def rollout_id(self, sample: int) -> str:
+        return f"{self.id}#{sample}"
+
+
+def group_keys(split: str, examples: Sequence[Example[Any]], *, step: int | None = None) -> list[GroupKey]:
+    """The keys of ``examples`` in order; a repeated example gets the next occurrence number."""
+    seen: dict[str, int] = {}
+    keys = []
+    for index, example in enumerate(examples):
+        occurrence = seen.get(example.id, 0)
+        seen[example.id] = occurrence + 1
+        keys.append(GroupKey.of(split, example, index, step=step, occurrence=occurrence))
+    return keys
+
+
+class RunSession:
+    """The writer of one run directory, with the run's lifecycle around it."""
+
+    def __init__(self, writer: RunWriter, *, resumed: bool) -> None:
+        self.writer = writer
+        self.run_dir = writer.run_dir
+        self.resumed = resumed
+        meta = writer.meta()
+        self._previous_active = float(meta.get("active_seconds") or 0.0)
+        self._began = time.time()
+        self._outages: list[dict[str, Any]] = list(meta.get("outages") or [])
+        self._closed = False
+
+    @classmethod
+    def create(cls, run_dir: str | Path, *, kind: RunKind, meta: Mapping[str, Any]) -> RunSession:
+        """A new run in ``run_dir``; refuses a directory that holds a run already."""
+        now = time.time()
+        writer = RunWriter.create(
+            run_dir,
+            {
+                "kind": kind,
+                "status": "running",
+                "created_at": now,
+                "started_at": now,
+                "active_seconds": 0.0,
+                "versions": {"benchmax": __version__, "python": sys.version.split()[0]},
+                **meta,
+            },
+        )
+        return cls(writer, resumed=False)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path) -> RunSession:
+        return cls(RunWriter.resume(run_dir), resumed=True)
+
+    @staticmethod
+    def check_new(run_dir: str | Path) -> None:
+        """Refuse, before anything is loaded, a directory that already holds a run."""
+        RunWriter.check_new(run_dir)
+
+    # What the run holds.
+
+    def meta(self) -> dict[str, Any]:
+        return self.writer.meta()
+
+    def set_meta(self, **values: Any) -> None:
+        self.writer.set_meta(**values)
+
+    def add_examples(self, split: str, examples: Iterable[Example[Any]]) -> None:
+        self.writer.add_examples(split, examples)
+
+    def check_examples(self, split: str, examples: Sequence[Example[Any]]) -> None:
+        """Store the examples of a new run; on resume, refuse a dataset that changed."""
+        stored = self.writer.example_ids()
+        current = list(dict.fromkeys(example.id for example in examples))
+        if not stored:
+            self.add_examples(split, examples)
+            return
+        if self.resumed and stored != current:
+            first = next(
+                (i for i, (a, b) in enumerate(zip(stored, current, strict=False)) if a != b),
+                min(len(stored), len(current)),
+            )
+            raise StoreError(
+                f"the dataset changed since this run started: {len(stored)} stored examples vs "
+                f"{len(current)} now, first difference at index {first}; resume needs the same data"
+            )
+
+    def completed_groups(self) -> set[str]:
+        return self.writer.completed_groups()
+
+    # Writes.
+
+    def write_group(
+        self,
+        key: GroupKey,
+        result: GroupResult,
+        *,
+        batch: int,
+        started_at: float,
+        ended_at: float | None = None,
+        sample_indices: Sequence[int] | None = None,
+    ) -> None:
+        """Queue one settled group for the store (it lands whole, in one transaction)."""
+        self.writer.write_group(
+            GroupWrite(
+                group_id=key.id,
+                example_id=key.example_id,
+                example_idx=key.example_index,
+                batch=batch,
+                step=key.step,
+                outcomes=result.outcomes,
+                sample_indices=tuple(sample_indices if sample_indices is not None else range(len(result.outcomes))),
+                logs=result.logs,
+                started_at=started_at,
+                ended_at=ended_at if ended_at is not None else time.time(),
+            )
+        )
+
+    def close_batch(self, batch: int) -> None:
+        """Apply the batch's zero-fill: every component a rollout of the batch emitted, on all of them."""
+        self.writer.fill_batch(batch)
+
+    def close_batches(self) -> None:
+        for batch in self.writer.batches():
+            self.writer.fill_batch(batch)
+
+    def record_outage(self, outage: Outage) -> None:
+        """Keep an endpoint outage (start, end, requests held) in the run's metadata."""
+        entry = {
+            "endpoint": outage.endpoint,
+            "started_at": outage.started_at,
+            "ended_at": outage.ended_at,
+            "cause": outage.cause,
+            "held": outage.held,
+            "failed": outage.failed,
+        }
+        self._outages = [
+            existing
+            for existing in self._outages
+            if not (existing["endpoint"] == outage.endpoint and existing["started_at"] == outage.started_at)
+        ]
+        self._outages.append(entry)
+        with suppress(StoreError):
+            self.writer.set_meta(outages=self._outages)
+
+    # Lifecycle.
+
+    @contextmanager
+    def lifecycle(self) -> Iterator[RunSession]:
+        """Mark the run running; on the way out mark it completed, interrupted or failed, and close it."""
+        self.writer.set_meta(status="running", error=None)
+        try:
+            yield self
+        except BaseException as exc:
+            status: RunStatus = (
+                "interrupted" if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) else "failed"
+            )
+            self._finish(status, error=f"{type(exc).__name__}: {exc}" if status == "failed" else None)
+            raise
+        else:
+            self._finish("completed")
+        finally:
+            self.close()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[RunSession]:
+        """:meth:`lifecycle` for async code."""
+        with self.lifecycle():
+            yield self
+
+    def _finish(self, status: RunStatus, *, error: str | None = None) -> None:
+        with suppress(StoreError):
+            self.writer.flush()
+            self.writer.set_meta(
+                status=status,
+                ended_at=time.time(),
+                active_seconds=self._previous_active + time.time() - self._began,
+                error=error,
+            )
+
+    def abandon(self, exc: BaseException | None = None) -> None:
+        """End a run that never ran or broke outside :meth:`lifecycle`: ``failed`` (or
+        ``interrupted``), then closed. Does nothing to a run already ended."""
+        if self._closed:
+            return
+        interrupted = exc is None or isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+        self._finish(
+            "interrupted" if interrupted else "failed", error=None if interrupted else f"{type(exc).__name__}: {exc}"
+        )
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self.writer.close()
