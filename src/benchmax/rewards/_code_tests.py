@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from benchmax.envs.errors import RolloutFailure
-from benchmax.rewards.text import extract_code_block
+from benchmax.envs import RolloutFailure
+from benchmax.rewards._text import extract_code_block
 from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
 
 logger = logging.getLogger("benchmax.rewards.code")

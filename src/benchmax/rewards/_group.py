@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from benchmax.envs.rollout import BaseRollout
-    from benchmax.rewards.judge import Judge, Prompt
+    from benchmax.envs import BaseRollout
+    from benchmax.rewards._judge import Judge, Prompt
 
 _WORD = re.compile(r"\w+")
 
