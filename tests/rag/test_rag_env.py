@@ -191,8 +191,8 @@ def test_a_subclass_prompt_is_rendered_once_with_its_budget():
     class Docs(RagEnv):
         system_prompt = RagEnv.render_system_prompt(corpus_description="the support docs", max_search_calls=4)
 
-    assert "searching the support docs" in Docs.system_prompt
-    assert "at most 4 times" in Docs.system_prompt
+    assert "searching over the support docs" in Docs.system_prompt
+    assert "search up to 4 times" in Docs.system_prompt
     assert "{" not in RagEnv.render_system_prompt(corpus_description="x", max_search_calls=1)
 
 

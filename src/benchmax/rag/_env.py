@@ -277,20 +277,31 @@ class RagEnv(BaseEnv):
         "citation_grounding": 0.0,
         "answer_length": 0.0,
     }
+    # The policy model reads this text, so it is benchmax 0.2.5's prompt word for word: an env
+    # that renders it shows the model what it showed there (docs/migrating.md, RagEnv).
     SYSTEM_PROMPT_TEMPLATE = """\
-Answer the question by searching {corpus_description}.
+Answer the given question by searching over {corpus_description}.
 
-Think inside <think>...</think> before each step: rephrase the question, split it into
-sub-questions, and decide what to look up. Call the search tool to retrieve passages, then
-reason about what came back before you either search again or answer. Ground every step in
-what you retrieved.
+First, reason about the question inside <think>...</think>. You may want to rephrase the
+question or break it down into sub-questions.
 
-You may search at most {max_search_calls} times. Spread a hard question over several
-searches; if results miss, rephrase or broaden the query, and use words or metadata from
-the passages you found to sharpen the next one.
+Call the search tool to retrieve relevant results. After receiving information, reason
+about it inside <think>...</think> before either:
+(1) issuing a new search query
+(2) providing the final answer
 
-When you know enough, give the final answer inside <answer>...</answer> and cite each claim
-inline as [Source: <source_id>].
+Each reasoning step should be grounded in retrieved information.
+
+You can search up to {max_search_calls} times. Break the question down across multiple
+search queries to gather comprehensive information.
+
+Recommended approach:
+1. If initial results do not contain the answer, re-query with broadened or rephrased language.
+2. Reference retrieved chunks to formulate more specific follow-up queries
+(e.g. using keywords in chunk content or using metadata).
+
+When you have gathered enough information, return your final answer inside <answer>...</answer>
+tags. Cite your sources inline using [Source: <source_id>] next to each claim.
 """
 
     @classmethod

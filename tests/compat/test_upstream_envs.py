@@ -1,0 +1,85 @@
+"""Envs written the way benchmax 0.2.5's users write them give 0.2.5's rewards and reasons here.
+
+Each scenario runs its env file in a fresh interpreter on this project
+(``reference_harness.py``) against scripted model and judge servers, and is
+compared with what 0.2.5 gave for the same files and scripts
+(``reference_0.2.5.json``): the outcomes (termination reason and reward
+components of every rollout), what the model was sent (transcripts, tools,
+auth headers) and how often the judge was asked. Where this project differs on
+purpose, ``Scenario.kept`` holds its outcome and ``docs/migrating.md`` the
+reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+
+import pytest
+from compat_scenarios import SCENARIOS, Scenario
+from compat_support import RECORDED, play
+
+REFERENCE = json.loads(RECORDED.read_text())
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory):
+    """Every scenario run once on this project, shared by the checks below."""
+    cache: dict[str, dict] = {}
+
+    def run(scenario: Scenario) -> dict:
+        if scenario.name not in cache:
+            cache[scenario.name] = play(scenario, sys.executable, tmp_path_factory.mktemp(scenario.name), ours=True)
+        return cache[scenario.name]
+
+    return run
+
+
+def _explain(run: dict) -> str:
+    raw = run["raw"]
+    if "stage" in raw:
+        return f"failed at {raw['stage']}: {raw['error']['type']}: {raw['error']['message']}"
+    return json.dumps(run["outcome"])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.name)
+def test_rewards_and_termination_reasons_match_0_2_5(scenario, ours):
+    run = ours(scenario)
+    expected = scenario.kept if scenario.kept is not None else REFERENCE["scenarios"][scenario.name]["outcome"]
+    assert run["outcome"] == expected, f"{scenario.name}: {_explain(run)}"
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.kept is None], ids=lambda scenario: scenario.name)
+def test_the_model_is_sent_what_0_2_5_sends(scenario, ours):
+    run = ours(scenario)
+    recorded = REFERENCE["scenarios"][scenario.name]
+    if "stage" in run["raw"]:
+        pytest.fail(f"{scenario.name}: {_explain(run)}")
+    assert run["model_auth"] == recorded["model_auth"]
+    assert (run["judge_requests"], run["judge_auth"]) == (recorded["judge_requests"], recorded["judge_auth"])
+    assert run["model_requests"] == recorded["model_requests"], first_difference(
+        scenario.name, recorded["model_requests"], run["model_requests"]
+    )
+
+
+def first_difference(name: str, reference: list[str], ours: list[str]) -> str:
+    """The first request that differs, as a diff of its messages: readable where the full lists are not."""
+    missing = [body for body in reference if body not in ours]
+    extra = [body for body in ours if body not in reference]
+    if not missing or not extra:
+        return f"{name}: {len(reference)} requests in 0.2.5, {len(ours)} here"
+
+    def lines(body: str) -> list[str]:
+        return json.dumps(json.loads(body)["messages"], indent=1, sort_keys=True).splitlines()
+
+    diff = difflib.unified_diff(lines(missing[0]), lines(extra[0]), "0.2.5", "benchmax", n=1, lineterm="")
+    return f"{name}: {len(missing)} request(s) differ; the first:\n" + "\n".join(list(diff)[:40])
+
+
+def test_a_documented_difference_is_still_a_difference():
+    # A kept outcome equal to 0.2.5's would be a stale entry in docs/migrating.md.
+    for scenario in SCENARIOS:
+        if scenario.kept is not None:
+            assert scenario.kept != REFERENCE["scenarios"][scenario.name]["outcome"], scenario.name
+            assert scenario.why_kept, scenario.name
