@@ -19,12 +19,17 @@ RECORDED = HERE / "reference_0.2.5.json"
 HARNESS_TIMEOUT = 240
 
 
+def clean_environment() -> dict[str, str]:
+    """This process's environment without the Python search-path settings, which belong to one interpreter."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VIRTUAL_ENV"))}
+
+
 def run_harness(python: str, spec: dict[str, Any], workdir: Path, *, ours: bool) -> dict[str, Any]:
     """``reference_harness.py SPEC`` in ``python``: this project's src first when ``ours``."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps(spec))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = clean_environment()
     if ours:
         env["PYTHONPATH"] = str(SRC)
     done = subprocess.run(

@@ -15,7 +15,7 @@ import sys
 import pytest
 from compat_data import BUNDLE_CASES, sft_files
 from compat_scenarios import SCENARIOS
-from compat_support import RECORDED, play, run_harness
+from compat_support import RECORDED, clean_environment, play, run_harness
 
 REFERENCE = json.loads(RECORDED.read_text())
 
@@ -58,7 +58,11 @@ def test_the_name_list_is_0_2_5s_whole_public_surface(reference_python):
         "print(json.dumps(out))\n"
     )
     done = subprocess.run(
-        [reference_python, "-c", script, json.dumps(sorted(SURFACE))], capture_output=True, text=True, timeout=120
+        [reference_python, "-c", script, json.dumps(sorted(SURFACE))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_environment(),
     )
     assert done.returncode == 0, done.stderr
     live = json.loads(done.stdout)
