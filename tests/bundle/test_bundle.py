@@ -32,6 +32,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def benchmax_version() -> str:
     return importlib.metadata.version("benchmax")
 
+
 ENV_MODULE = """
 from benchmax.envs import BaseEnv, ListDataset
 from {package} import grading
@@ -264,3 +265,31 @@ def test_a_corrupt_or_foreign_payload_is_a_bundling_error():
             load_bundle(Bundle(payload, metadata))
     env_class, args = load_bundle(dump_bundle(_TinyEnv), instantiate=False)
     assert (env_class.__name__, args) == ("_TinyEnv", {})
+
+
+def test_a_rag_env_bundles_with_its_search_client_and_judge_settings(tmp_path):
+    from benchmax.auth import InjectedAuth
+    from benchmax.rag import RagEnv
+
+    namespace: dict = {"RagEnv": RagEnv}
+    exec(
+        textwrap.dedent(
+            """
+            class Corpus:
+                available_modes = ["lexical"]
+                async def search(self, query, mode="auto", top_k=10):
+                    return [{"content": "Paris is in France.", "source": "fr.md", "metadata": {}, "score": 1.0}]
+
+            class AtlasEnv(RagEnv):
+                def __init__(self, judge_base_url):
+                    super().__init__(Corpus(), judge_base_url=judge_base_url, judge_model="judge")
+            """
+        ),
+        namespace,
+    )
+    bundle = dump_bundle(
+        namespace["AtlasEnv"], constructor_args={"judge_base_url": "http://judge/v1"}, env_class_source="class AtlasEnv"
+    )
+    env = load_bundle(bundle)
+    assert isinstance(env, RagEnv) and env._judge.auth == InjectedAuth("judge")
+    assert env._judge.base_url == "http://judge/v1"

@@ -227,3 +227,14 @@ async def test_the_embedder_authenticates_each_call_and_keeps_input_order():
         await embed("alpha")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="ModelAuth"):
         OpenAIEmbedder(model="m", base_url="http://h/v1", auth="sk")  # type: ignore[arg-type]
+
+
+async def test_a_used_env_and_its_judge_pickle_for_another_process(judge_server, model_server, tmp_path):
+    import cloudpickle
+
+    env = make_env(judge_server, [SEARCH, {"content": "<answer>Paris [Source: France.md] [[score:1]]</answer>"}])
+    first = await run_one(env, model_server, tmp_path)
+    copy = cloudpickle.loads(cloudpickle.dumps(env))  # after real requests: live connections stay behind
+    again = await run_one(copy, model_server, tmp_path)
+    assert again.rewards == first.rewards
+    assert "Bearer sk-judge" in {headers.get("Authorization") for headers in judge_server.headers}
