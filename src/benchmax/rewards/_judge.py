@@ -239,7 +239,7 @@ class Judge:
         if retry is None:
             retry = RetryPolicy() if max_retries is None else RetryPolicy(max_attempts=max_retries + 1)
         self.model = model
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
         self.auth = auth
         self.timeout = timeout
         self.retry = retry

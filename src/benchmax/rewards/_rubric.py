@@ -79,9 +79,10 @@ class Rubric:
     description: str
     polarity: RubricPolarity = "positive"
     score_map: Mapping[float, str] | None = None
-    criteria: tuple[Criterion, ...] = ()
-    name: str = "rubric"
-    instructions: str = ""
+    # Not constructor fields for dataclasses.replace: replacing a titled rubric's title stays titled.
+    criteria: tuple[Criterion, ...] = field(default=(), init=False)
+    name: str = field(default="rubric", init=False)
+    instructions: str = field(default="", init=False)
 
     def __init__(
         self,
