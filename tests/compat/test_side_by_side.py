@@ -30,7 +30,11 @@ def test_each_scenario_gives_the_same_outcomes_on_both(scenario, reference_pytho
     assert ours["outcome"] == (scenario.kept if scenario.kept is not None else reference["outcome"])
     if scenario.kept is None:
         assert ours["model_requests"] == reference["model_requests"]
-        assert (ours["judge_requests"], ours["model_auth"]) == (reference["judge_requests"], reference["model_auth"])
+        assert ours["model_auth"] == reference["model_auth"]
+        assert (bool(ours["judge_requests"]), ours["judge_auth"]) == (
+            bool(reference["judge_requests"]),
+            reference["judge_auth"],
+        )
 
 
 def test_sft_validation_and_bundle_metadata_agree_with_the_reference(reference_python, tmp_path):
