@@ -1,30 +1,47 @@
-"""Authentication of model requests, resolved immediately before each request.
+"""Model authentication, resolved immediately before each model request.
 
-The contract of benchmax 0.2.x: a :class:`ModelAuth` returns the headers of one
-request, so a credential can rotate or be injected by the runtime without the
-env or the run config ever holding it. Secrets never appear in a repr.
+A ``ModelAuth`` is any object with ``async headers_for_request(context)``: the
+headers it returns go on that one request. Resolving at request time (rather
+than baking a key into a client) lets a runtime rotate short-lived tokens and
+lets an env declare *which* credential it needs (``InjectedAuth("judge")``)
+without ever holding it, so an env bundle can be shipped without secrets.
+
+The OpenAI SDK adapters (``RequestModelAuth``, ``create_openai_client``,
+``create_async_openai_client``) need ``pip install 'benchmax[openai]'``; they are
+loaded on first use so that ``import benchmax.auth`` stays free of the SDK.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import os
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import httpx
+    from openai import AsyncOpenAI, OpenAI
 
 __all__ = [
     "InjectedAuth",
     "ModelAuth",
     "ModelRequestContext",
+    "RequestModelAuth",
     "StaticBearerAuth",
     "bind_model_auth",
+    "create_async_openai_client",
+    "create_openai_client",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class ModelRequestContext:
-    """Which model request is about to be authorised."""
+    """Which request is about to be authorised, so a provider can scope its token."""
 
     base_url: str
     model: str
@@ -33,27 +50,29 @@ class ModelRequestContext:
 
 @runtime_checkable
 class ModelAuth(Protocol):
-    """Returns the headers of one model HTTP request, just before it is sent."""
+    """Supplies the headers of one model request, just before it is sent."""
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class StaticBearerAuth:
-    """A fixed API key sent as ``Authorization: Bearer``.
+    """A fixed API key sent as ``Authorization: Bearer``; never shown in reprs.
 
-    ``StaticBearerAuth(token)`` as in 0.2.x; ``StaticBearerAuth(api_key=...)``
-    is accepted too. An empty key sends no header (local servers need none).
+    ``StaticBearerAuth("sk-...")`` (benchmax 0.2's spelling) and
+    ``StaticBearerAuth(api_key="sk-...")`` make the same object.
     """
 
     token: str = field(repr=False)
 
     def __init__(self, token: str | None = None, *, api_key: str | None = None) -> None:
         if token is not None and api_key is not None:
-            raise ValueError("give StaticBearerAuth a token or api_key=, not both")
+            raise TypeError("give the key once: StaticBearerAuth(token) or StaticBearerAuth(api_key=...)")
         value = token if token is not None else api_key
-        if not isinstance(value, str):
-            raise TypeError("StaticBearerAuth needs the key as a string")
+        if not isinstance(value, str) or not value:
+            raise ValueError(
+                "bearer token must be a non-empty string; pass no auth at all for a server without keys"
+            )
         object.__setattr__(self, "token", value)
 
     @property
@@ -62,18 +81,18 @@ class StaticBearerAuth:
 
     @classmethod
     def from_env(cls, variable: str) -> StaticBearerAuth:
-        """Read the key from an environment variable, naming it when it is unset."""
-        import os
-
+        """Read the key from an environment variable, naming it when it is unset or empty."""
         value = os.environ.get(variable)
-        if value is None:
-            raise ValueError(f"environment variable {variable} is not set; export the API key there")
+        if not value:
+            raise ValueError(f"environment variable {variable} is not set (or empty); export the API key there")
         return cls(value)
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        """The request headers, for clients that bind one key for their lifetime."""
+        return {"Authorization": f"Bearer {self.token}"}
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
+        del context
         return self.headers()
 
 
@@ -82,35 +101,173 @@ _BOUND: ContextVar[Mapping[str, ModelAuth] | None] = ContextVar("benchmax_bound_
 
 @dataclass(frozen=True, slots=True)
 class InjectedAuth:
-    """A reference by name to credentials the runtime binds with :func:`bind_model_auth`."""
+    """A named credential that the runtime supplies with :func:`bind_model_auth`.
+
+    The env holds only the name (safe to pickle and ship); the provider bound
+    under that name in the current async context answers each request.
+    """
 
     name: str
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("InjectedAuth needs a non-empty name")
+            raise ValueError("injected auth name must be a non-empty string, e.g. InjectedAuth('judge')")
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
-        providers = _BOUND.get()
-        provider = providers.get(self.name) if providers is not None else None
+        bound = _BOUND.get()
+        provider = bound.get(self.name) if bound is not None else None
         if provider is None:
-            raise RuntimeError(f"no model-auth provider is bound for {self.name!r}; bind one with bind_model_auth")
+            raise RuntimeError(
+                f"No runtime model-auth provider was injected for {self.name!r}; "
+                f"wrap the run in bind_model_auth({{{self.name!r}: StaticBearerAuth(...)}})"
+            )
         if isinstance(provider, InjectedAuth):
-            raise RuntimeError(f"the provider bound for {self.name!r} is itself an InjectedAuth")
+            raise RuntimeError(
+                f"Injected model-auth provider {self.name!r} cannot reference another InjectedAuth "
+                f"({provider.name!r}); bind a concrete provider"
+            )
         return await provider.headers_for_request(context)
 
 
 @contextmanager
 def bind_model_auth(providers: Mapping[str, ModelAuth]) -> Iterator[None]:
-    """Bind auth providers by name for the current (async) execution context."""
+    """Make ``providers`` answer :class:`InjectedAuth` lookups inside this context.
+
+    The binding is a context variable: tasks started inside inherit it, and it
+    ends with the ``with`` block even if the block raises.
+    """
     bound = dict(providers)
     for name, provider in bound.items():
         if not isinstance(name, str) or not name.strip():
             raise ValueError("model-auth provider names must be non-empty strings")
         if not isinstance(provider, ModelAuth):
-            raise TypeError(f"model-auth provider {name!r} does not implement ModelAuth")
+            raise TypeError(
+                f"model-auth provider {name!r} does not implement ModelAuth "
+                f"(an async headers_for_request(context) method); got {type(provider).__name__}"
+            )
     token = _BOUND.set(bound)
     try:
         yield
     finally:
         _BOUND.reset(token)
+
+
+def _resolve_headers_sync(auth: ModelAuth, context: ModelRequestContext) -> Mapping[str, str]:
+    """Run ``auth.headers_for_request`` from synchronous code.
+
+    Inside a running event loop (a sync SDK client called from an async tool)
+    a nested loop is impossible, so the coroutine runs on a helper thread in a
+    copy of the caller's context, which keeps :func:`bind_model_auth` bindings
+    visible. Providers used this way must not rely on objects tied to the
+    caller's loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_resolve(auth, context))
+    snapshot = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["headers"] = snapshot.run(asyncio.run, _resolve(auth, context))
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, name="benchmax-model-auth", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["headers"]
+
+
+async def _resolve(auth: ModelAuth, context: ModelRequestContext) -> Mapping[str, str]:
+    return await auth.headers_for_request(context)
+
+
+def _request_auth_class() -> type[httpx.Auth]:
+    try:
+        import httpx
+    except ImportError as exc:
+        raise ImportError(
+            "RequestModelAuth needs httpx; install it with pip install 'benchmax[openai]'"
+        ) from exc
+
+    class RequestModelAuth(httpx.Auth):
+        """An ``httpx.Auth`` that asks a :class:`ModelAuth` for headers before each request.
+
+        Sync and async httpx clients (and so both OpenAI SDK clients) can use it;
+        credentials never come from an SDK environment variable.
+        """
+
+        def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
+            if not isinstance(auth, ModelAuth):
+                raise TypeError("request auth must implement ModelAuth")
+            self._auth = auth
+            self._context = context
+
+        def sync_auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+            request.headers.update(_resolve_headers_sync(self._auth, self._context))
+            yield request
+
+        async def async_auth_flow(self, request: httpx.Request):  # type: ignore[override]
+            request.headers.update(await self._auth.headers_for_request(self._context))
+            yield request
+
+    RequestModelAuth.__module__ = __name__
+    return RequestModelAuth
+
+
+_LAZY: dict[str, Any] = {}
+RequestModelAuth: type[httpx.Auth]  # made on first access by __getattr__, so httpx loads only when used
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RequestModelAuth":
+        if name not in _LAZY:
+            _LAZY[name] = _request_auth_class()
+        return _LAZY[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            "create_openai_client needs the OpenAI SDK; install it with pip install 'benchmax[openai]'"
+        ) from exc
+    return openai
+
+
+def create_openai_client(
+    *, model: str, base_url: str, auth: ModelAuth, request_id: str, max_retries: int = 2
+) -> OpenAI:
+    """A synchronous OpenAI SDK client whose every request is authorised by ``auth``."""
+    import httpx
+
+    openai = _openai()
+    context = ModelRequestContext(base_url=base_url, model=model, rollout_id=request_id)
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key="benchmax-explicit-auth",  # the SDK insists on one; the real header comes from auth
+        http_client=httpx.Client(auth=__getattr__("RequestModelAuth")(auth, context)),
+        max_retries=max_retries,
+    )
+
+
+def create_async_openai_client(
+    *, model: str, base_url: str, auth: ModelAuth, request_id: str, max_retries: int = 2
+) -> AsyncOpenAI:
+    """An asynchronous OpenAI SDK client whose every request is authorised by ``auth``."""
+    import httpx
+
+    openai = _openai()
+    context = ModelRequestContext(base_url=base_url, model=model, rollout_id=request_id)
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key="benchmax-explicit-auth",
+        http_client=httpx.AsyncClient(auth=__getattr__("RequestModelAuth")(auth, context)),
+        max_retries=max_retries,
+    )

@@ -80,3 +80,10 @@ def test_extract_code_block_takes_the_last_matching_fence():
     assert extract_code_block(text, "js") == "print(2)\n"
     assert extract_code_block("```py\nx = 1\n```") == "x = 1\n"
     assert extract_code_block("no code") is None
+
+
+def test_completion_text_is_stripped_and_a_plain_string_is_the_answer():
+    # The spec's own MyEnv compares the answer with ==: a reply "42\n" must score.
+    assert extract_completion_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "42\n"}]) == "42"
+    assert extract_completion_text("  42 \n") == "42"
+    assert extract_completion_text([{"role": "assistant", "content": None, "tool_calls": []}]) == ""

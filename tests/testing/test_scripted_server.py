@@ -178,3 +178,27 @@ async def test_the_server_runs_as_a_process(tmp_path):
         process.terminate()
         process.wait(10)
         process.stderr.close()
+
+
+async def test_embeddings_are_deterministic_per_text_and_logged():
+    with ScriptedServer(embedding_dims=4) as server:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{server.base_url}/embeddings",
+                json={"model": "e", "input": ["a", "b", "a"]},
+                headers={"Authorization": "Bearer k"},
+            ) as response,
+        ):
+            data = orjson.loads(await response.read())
+            assert response.status == 200
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{server.base_url}/embeddings", json={"model": "e", "input": [1]}
+        ) as bad:
+            assert bad.status == 400
+    vectors = [item["embedding"] for item in data["data"]]
+    assert [item["index"] for item in data["data"]] == [0, 1, 2]
+    assert vectors[0] == vectors[2] != vectors[1]
+    assert len(vectors[0]) == 4 and all(-1 <= x < 1 for x in vectors[0])
+    assert server.counts["embeddings"] == 2
+    assert server.headers[0]["Authorization"] == "Bearer k"

@@ -1,6 +1,6 @@
 """The math-verify worker: JSON lines in, JSON lines out, one request at a time.
 
-Run as ``python -P _math_worker.py MEMORY_MB`` by :mod:`benchmax.rewards.maths`.
+Run as ``python -P _math_worker.py MEMORY_MB`` by :mod:`benchmax.rewards._maths`.
 Requests run in this process's main thread, so math-verify's own signal-based
 timeouts work here too; the parent still kills the process at a hard deadline,
 because sympy can stall inside code where no signal handler gets to run.

@@ -20,6 +20,11 @@ default an echo) answers. Steps::
     {"fail": {"hang": 30, "times": 1}, ...}            no reply for 30 s (then a 500)
     {"sleep": 1.5, "content": "slow"}                  delay before answering
 
+``/v1/embeddings`` answers every input with a deterministic unit-free vector
+(``embedding_dims`` numbers derived from the text's SHA-256), so vector search
+code can be exercised offline; like chat requests, embedding requests and
+their headers are logged.
+
 It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
 as a process: ``python -m benchmax.testing.server --port 8000``.
 """
@@ -60,6 +65,14 @@ def find_script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return None
 
 
+def embed_text(text: str, dims: int = 8) -> list[float]:
+    """The scripted server's embedding of ``text``: ``dims`` numbers in [-1, 1) from its SHA-256."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    while len(digest) < dims:
+        digest += hashlib.sha256(digest).digest()
+    return [round(byte / 128 - 1, 6) for byte in digest[:dims]]
+
+
 class ScriptedServer:
     """The server, its request log and its fault counters."""
 
@@ -71,12 +84,14 @@ class ScriptedServer:
         port: int = 0,
         token_ids: bool = False,
         keep_requests: int = 10_000,
+        embedding_dims: int = 8,
     ) -> None:
         self.policy = policy or echo_policy
         self.host = host
         self.port = port
         self.token_ids = token_ids
         self.keep_requests = keep_requests
+        self.embedding_dims = embedding_dims
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.counts: Counter[str] = Counter()
@@ -94,6 +109,7 @@ class ScriptedServer:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         return app
 
     async def start(self) -> None:
@@ -143,6 +159,28 @@ class ScriptedServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _error(400, "request body is not JSON")
+        self.counts["embeddings"] += 1
+        if len(self.requests) < self.keep_requests:
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not all(isinstance(text, str) for text in inputs):
+            return _error(400, "input must be a string or a list of strings")
+        data = [
+            {"object": "embedding", "index": index, "embedding": embed_text(text, self.embedding_dims)}
+            for index, text in enumerate(inputs)
+        ]
+        usage = {"prompt_tokens": sum(len(text) // 4 + 1 for text in inputs), "total_tokens": 0}
+        payload = {"object": "list", "data": data, "model": body.get("model", "scripted"), "usage": usage}
+        return web.Response(body=orjson.dumps(payload), content_type="application/json")
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

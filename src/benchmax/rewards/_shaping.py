@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from benchmax.rewards.text import extract_boxed
+from benchmax.rewards._text import extract_boxed
 
 LengthUnit = Literal["chars", "words"]
 

@@ -34,8 +34,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from benchmax.rewards.offload import run_sync
-from benchmax.rewards.text import extract_answer
+from benchmax.rewards._offload import run_sync
+from benchmax.rewards._text import extract_answer
 
 logger = logging.getLogger("benchmax.rewards.math")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from benchmax.envs import RolloutFailure
-from benchmax.rewards.text import extract_code_block
+from benchmax.rewards._text import extract_code_block
 from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
 
 logger = logging.getLogger("benchmax.rewards.code")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.rewards.text import content_text
+from benchmax.rewards._text import content_text
 
 _ERROR_PREFIX = "error:"
 

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def extract_completion_text(messages: Sequence[dict[str, Any]]) -> str:
-    """The final assistant message's text; ``""`` unless the transcript ends with one.
+def extract_completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
+    """The final assistant answer, stripped; ``""`` unless the transcript ends with one.
 
-    A transcript that ends on a tool result (the model ran out of turns) has no
-    answer, so it scores as empty rather than as some earlier message.
+    A plain string is taken as the answer itself. A transcript that ends on a
+    tool result (the model ran out of turns) has no answer, so it scores as
+    empty rather than as some earlier message. Surrounding whitespace is dropped
+    because models end replies with newlines: ``"42\\n"`` must equal ``"42"``.
     """
-    if not messages:
+    if isinstance(completion, str):
+        return completion.strip()
+    if not completion:
         return ""
-    last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") != "assistant":
+    last = completion[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "assistant":
         return ""
-    return content_text(last.get("content"))
+    return content_text(last.get("content")).strip()
 
 
 def content_text(content: Any) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from benchmax.envs import BaseRollout
-    from benchmax.rewards.judge import Judge, Prompt
+    from benchmax.rewards._judge import Judge, Prompt
 
 _WORD = re.compile(r"\w+")
 

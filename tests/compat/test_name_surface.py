@@ -1,0 +1,170 @@
+"""Every public name of benchmax 0.2.5 imports from the same module path, as the same object.
+
+``SURFACE`` is 0.2.5's ``__all__`` per module (``benchmax.bundle`` has none:
+its public functions and classes). test_side_by_side.py checks the list
+against the live 0.2.5 package.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+SURFACE: dict[str, list[str]] = {
+    "benchmax.auth": [
+        "InjectedAuth",
+        "ModelAuth",
+        "ModelRequestContext",
+        "RequestModelAuth",
+        "StaticBearerAuth",
+        "bind_model_auth",
+        "create_async_openai_client",
+        "create_openai_client",
+    ],
+    "benchmax.bundle": [
+        "Bundle",
+        "BundleMetadata",
+        "BundlingError",
+        "IncompatibleBenchmaxError",
+        "IncompatiblePythonError",
+        "IncompatibleRuntimeError",
+        "bundle_digest",
+        "dump_bundle",
+        "load_bundle",
+        "unregistered_local_refs",
+        "validate_bundle_compatibility",
+    ],
+    "benchmax.envs": [
+        "BaseEnv",
+        "BaseRollout",
+        "Dataset",
+        "DatasetSplit",
+        "Environment",
+        "Example",
+        "InjectedAuth",
+        "JsonRow",
+        "JsonlDataset",
+        "Message",
+        "Messages",
+        "ModelAuth",
+        "RewardMap",
+        "RolloutAttempt",
+        "RolloutFailure",
+        "RolloutOutcome",
+        "RolloutRequest",
+        "StaticBearerAuth",
+        "Tool",
+        "ValidationDiagnostic",
+        "bind_model_auth",
+        "canonical_example_id",
+    ],
+    "benchmax.envs.base": [
+        "BaseEnv",
+        "BaseRollout",
+        "JsonRow",
+        "JsonlDataset",
+        "Message",
+        "Messages",
+        "Tool",
+        "resolve_dataset_path",
+    ],
+    "benchmax.envs.dataset": ["Dataset", "validate_max_examples"],
+    "benchmax.envs.environment": ["Environment"],
+    "benchmax.envs.harbor": [
+        "BundledAgentSource",
+        "BundledHarborAgent",
+        "CustomSandboxCredentials",
+        "DaytonaCredentials",
+        "HarborDataset",
+        "HarborEnv",
+        "HarborTrialTemplate",
+        "ModalCredentials",
+        "SandboxCredentials",
+    ],
+    "benchmax.envs.identity": ["canonical_example_id"],
+    "benchmax.envs.logging": ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "group_context", "rollout_context"],
+    "benchmax.envs.shared_types": [
+        "DatasetSplit",
+        "Example",
+        "RewardMap",
+        "RolloutAttempt",
+        "RolloutFailure",
+        "RolloutOutcome",
+        "RolloutRequest",
+        "ValidationDiagnostic",
+    ],
+    "benchmax.rag": ["DEFAULT_EMBED_MODEL", "OpenAIEmbedder", "RagEnv", "SearchClient", "SearchResult"],
+    "benchmax.rewards": [
+        "AdaptiveRubrics",
+        "ClusterResult",
+        "Completion",
+        "DiversityConfig",
+        "Judge",
+        "JudgeError",
+        "LLMDiversityConfig",
+        "NgramDiversityConfig",
+        "RankingAnchor",
+        "Rubric",
+        "RubricCache",
+        "RubricEvaluation",
+        "RubricPolarity",
+        "RubricRanking",
+        "citation_score",
+        "clip01",
+        "cluster_texts",
+        "count_search_calls",
+        "evaluate_rubric_ranking",
+        "evaluate_single_rubric",
+        "extract_answer_block",
+        "extract_completion_text",
+        "generate_adaptive_rubrics",
+        "generate_and_cache_adaptive_rubrics",
+        "overlap_reward",
+        "percent_of_text_a_in_text_b",
+        "rank_group_rubrics",
+        "rubric_reward_key",
+        "scale_by_diversity",
+        "score_group_rubrics",
+        "score_rubrics",
+        "search_within_budget",
+        "tool_call_efficiency",
+    ],
+    "benchmax.sft": ["SFT_DATASET_FORMAT", "SftDataset", "SftDatasetError", "SftIssue"],
+}
+
+# Names 0.2.5 exports from several modules; there, each is one object.
+SHARED = [
+    ("benchmax.envs", "benchmax.envs.base", "BaseEnv"),
+    ("benchmax.envs", "benchmax.envs.base", "BaseRollout"),
+    ("benchmax.envs", "benchmax.envs.base", "JsonlDataset"),
+    ("benchmax.envs", "benchmax.envs.base", "JsonRow"),
+    ("benchmax.envs", "benchmax.envs.dataset", "Dataset"),
+    ("benchmax.envs", "benchmax.envs.environment", "Environment"),
+    ("benchmax.envs", "benchmax.envs.identity", "canonical_example_id"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "Example"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "RolloutAttempt"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "RolloutFailure"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "RolloutOutcome"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "RolloutRequest"),
+    ("benchmax.envs", "benchmax.envs.shared_types", "ValidationDiagnostic"),
+    ("benchmax.envs", "benchmax.auth", "StaticBearerAuth"),
+    ("benchmax.envs", "benchmax.auth", "InjectedAuth"),
+    ("benchmax.envs", "benchmax.auth", "ModelAuth"),
+    ("benchmax.envs", "benchmax.auth", "bind_model_auth"),
+]
+
+
+@pytest.mark.parametrize("module", sorted(SURFACE))
+def test_every_0_2_5_name_imports_from_its_module(module):
+    loaded = importlib.import_module(module)
+    missing = [name for name in SURFACE[module] if not hasattr(loaded, name)]
+    assert not missing, f"{module} lacks {missing}"
+    declared = getattr(loaded, "__all__", None)
+    if declared is not None:
+        assert set(SURFACE[module]) <= set(declared), f"{module}.__all__ lacks {set(SURFACE[module]) - set(declared)}"
+
+
+@pytest.mark.parametrize(("first", "second", "name"), SHARED, ids=lambda value: str(value))
+def test_a_name_exported_twice_is_one_object(first, second, name):
+    assert getattr(importlib.import_module(first), name) is getattr(importlib.import_module(second), name)
