@@ -54,6 +54,11 @@ def test_rewards_and_termination_reasons_match_0_2_5(scenario, ours):
 def test_the_model_is_sent_what_0_2_5_sends(scenario, ours):
     run = ours(scenario)
     recorded = REFERENCE["scenarios"][scenario.name]
+    if "stage" in recorded["outcome"]:
+        # 0.2.5 stopped before any model request (a dataset error): so must we, the same way.
+        assert run["outcome"] == recorded["outcome"], f"{scenario.name}: {_explain(run)}"
+        assert run["model_requests"] == recorded["model_requests"] == []
+        return
     if "stage" in run["raw"]:
         pytest.fail(f"{scenario.name}: {_explain(run)}")
     assert run["model_auth"] == recorded["model_auth"]

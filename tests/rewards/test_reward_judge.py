@@ -76,10 +76,12 @@ async def test_a_failing_endpoint_is_a_judge_error_after_retries(judge, judge_se
     assert judge_server.counts["status_503"] == 2
 
 
-async def test_an_unreachable_judge_is_a_judge_error(fast_retry):
-    async with Judge("http://127.0.0.1:9/v1", "judge-model", retry=fast_retry) as judge:
-        with pytest.raises(RolloutFailure, match=re.escape("judge-model at http://127.0.0.1:9/v1 failed")):
+async def test_an_unreachable_judge_holds_its_requests_then_is_a_judge_error_past_the_outage_budget(fast_retry):
+    async with Judge("http://127.0.0.1:9/v1", "judge-model", retry=fast_retry, max_outage=0.3) as judge:
+        with pytest.raises(RolloutFailure, match=re.escape("judge-model at http://127.0.0.1:9/v1 failed")) as caught:
             await judge.grade(RUBRIC, response="4")
+    assert caught.value.termination_reason == "judge_error"
+    assert "past the outage budget of 0.3 s" in str(caught.value)
 
 
 async def test_the_key_comes_from_the_environment_and_stays_out_of_reprs_and_logs(

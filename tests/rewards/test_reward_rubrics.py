@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
-from benchmax.engine import RetryPolicy
+from benchmax.client import RetryPolicy
 from benchmax.envs import RolloutFailure
 from benchmax.rewards import (
     AdaptiveRubrics,

@@ -14,6 +14,7 @@ record (``TurnRecord.tool_errors``), never marked inside the text.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -362,8 +363,8 @@ async def _run_one(
         return _Result(f"Unknown tool: {call.name}", error=True)
     try:
         arguments = orjson.loads(call.arguments or "{}")
-    except orjson.JSONDecodeError as exc:
-        return _Result(f"Invalid JSON tool arguments: {exc.msg}", error=True)
+    except orjson.JSONDecodeError:
+        return _Result(f"Invalid JSON tool arguments: {_json_problem(call.arguments)}", error=True)
     if not isinstance(arguments, dict):
         return _Result("Tool arguments must be a JSON object.", error=True)
     clash = _RESERVED.intersection(arguments)
@@ -393,3 +394,14 @@ async def _run_one(
         logger.exception("tool %r raised %s", call.name, type(exc).__name__)
         return ToolStop(TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
     return _Result(serialise_result(result, max_chars))
+
+
+def _json_problem(text: str) -> str:
+    """What is wrong with ``text`` as JSON, in the stdlib's words (as 0.2.x tells the model)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return exc.msg
+    except RecursionError:
+        return "nested too deeply"
+    return "not valid JSON"

@@ -17,6 +17,10 @@ class DatasetError(BenchmaxError, ValueError):
     """A dataset file or row is unusable; the message names ``file:line``."""
 
 
+class DatasetRowTypeError(DatasetError, TypeError):
+    """A dataset line is JSON but not an object (a ``TypeError`` too, as in 0.2.x)."""
+
+
 class DatasetNotFound(DatasetError, FileNotFoundError):
     """The dataset file does not exist (a ``FileNotFoundError`` too, as in 0.2.x)."""
 

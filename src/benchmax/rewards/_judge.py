@@ -178,6 +178,7 @@ class Judge:
         auth_attempts: int = 3,
         retry: RetryPolicy | None = None,
         max_concurrency: int = 64,
+        max_outage: float | None = None,
         response_format: ResponseFormat = "json_schema",
         parse_attempts: int = 2,
         system_prompt: str = _SYSTEM,
@@ -230,6 +231,7 @@ class Judge:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.max_concurrency = max_concurrency
+        self.max_outage = max_outage
         self.response_format = response_format
         self.parse_attempts = parse_attempts
         self.system_prompt = system_prompt
@@ -265,8 +267,15 @@ class Judge:
         if self._client is None:
             from benchmax.client import HttpModelClient
 
+            from benchmax.client import DEFAULT_MAX_OUTAGE
+
             self._client = HttpModelClient(
-                self.base_url, self.auth, timeout=self.timeout, retry=self.retry, max_concurrency=self.max_concurrency
+                self.base_url,
+                self.auth,
+                timeout=self.timeout or 600.0,
+                retry=self.retry,
+                max_concurrency=self.max_concurrency,
+                max_outage=self.max_outage or DEFAULT_MAX_OUTAGE,
             )
         return self._client
 

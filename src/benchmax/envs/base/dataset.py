@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from benchmax.envs._errors import DatasetError, DatasetNotFound
+from benchmax.envs._errors import DatasetError, DatasetNotFound, DatasetRowTypeError
 from benchmax.envs._types import JsonRow
 from benchmax.envs.dataset import Dataset, resolve_under, to_example, validate_max_examples
 from benchmax.envs.shared_types import Example
@@ -84,7 +84,7 @@ class JsonlDataset(Dataset[Payload]):
                 except orjson.JSONDecodeError as exc:
                     raise DatasetError(f"{where}: invalid JSON ({exc})") from None
                 if not isinstance(row, dict):
-                    raise DatasetError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+                    raise DatasetRowTypeError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
                 converted: object = row
                 if self._row_to_example is not None:
                     try:
