@@ -113,7 +113,7 @@ def test_the_train_cli_trains_a_gallery_env_given_env_args_in_a_subprocess(tiny_
 def _check_run(run_dir: Path) -> set[str]:
     """Assert what a finished two-step training run must hold; return the emitted components."""
     with Run(run_dir) as run:
-        assert run.meta["status"] == "finished"
+        assert run.meta["status"] == "completed"
         rollouts = list(run.rollouts())
     by_step: dict[int | None, list[Any]] = defaultdict(list)
     for rollout in rollouts:

@@ -107,9 +107,9 @@ async def test_bad_tool_calls_come_back_as_errors_and_the_model_can_go_on(load_e
     results = {m["tool_call_id"]: m["content"] for m in outcome.messages if m["role"] == "tool"}
     assert results == {
         "zero": "error: division by zero",
-        "text": "error: arguments do not match the schema of 'multiply' at a: 'x' is not of type 'number'",
-        "extra": "error: arguments do not match the schema of 'add' at (root): "
-        "Additional properties are not allowed ('c' was unexpected)",
+        # The env checks its own arguments (as 0.2.x envs do); benchmax's schema checks are opt-in.
+        "text": "error: multiply needs numbers 'a' and 'b'; got a='x'",
+        "extra": "error: add takes only 'a' and 'b'; unexpected ['c']",
         "ok": "3.5",
     }
     assert outcome.rewards == {"correct": 1.0}

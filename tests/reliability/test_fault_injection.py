@@ -69,8 +69,9 @@ async def test_under_injected_faults_every_rollout_is_stored_once_and_nothing_le
         assert set(figures.reasons) <= {"finished", "model_error", "timeout"}, figures.reasons
         assert set(figures.injected) == {"http_503", "http_429", "reset", "hang", "malformed", "truncated"}
         assert figures.recovery >= 0.99, f"{figures.recovered_rollouts}/{figures.faulted_rollouts} recovered"
-        # Every injected fault was seen and retried (or was the last straw of a failed rollout).
-        seen = sum(figures.client_retries.values()) + sum(figures.client_failures.values())
+        # Every injected fault was seen and retried, resent after its endpoint's gate reopened, or was
+        # the last straw of a failed rollout.
+        seen = sum(figures.client_retries.values()) + sum(figures.client_failures.values()) + figures.client_resent
         assert seen >= sum(figures.injected.values())
         assert figures.client_retries["http_429"] >= figures.injected["http_429"] - figures.client_failures.get(
             "http_429", 0

@@ -34,6 +34,8 @@ from benchmax.envs import (
     RolloutFailure,
     TerminationReason,
     ToolError,
+    check_prompt_messages,
+    example_location,
     is_scorable,
 )
 from benchmax.runner import RunConfig, arun
@@ -322,7 +324,8 @@ async def test_hostile_model_replies_tool_calls_tool_results_and_rewards_end_sin
     assert result.new_rollouts == len(cases) == len(records) == len({record.rollout_id for record in records})
     for record in records:
         reason, error = record.termination_reason, record.error
-        assert reason in VOCABULARY or reason == "sandbox_lost", reason
+        passed_through = any(f'"finish_reason":"{reason}"'.encode() in case.reply for case in cases)
+        assert reason in VOCABULARY or reason == "sandbox_lost" or passed_through, reason
         assert reason != TerminationReason.CONTEXT_ERROR, f"a hostile input was blamed on rollout_context: {error}"
         if not is_scorable(reason):
             assert error and error.strip(), f"{reason} without an error message"
@@ -370,6 +373,13 @@ def test_a_hostile_dataset_file_loads_or_fails_with_an_error_naming_file_and_lin
             assert 1 <= line <= len(lines)
             return
     assert len(dataset) <= len(lines)
-    for item in dataset:
-        assert item.payload["prompt_messages"]
+    for index, item in enumerate(dataset):
         orjson.dumps(item.payload)
+        where = example_location(dataset, "eval", index)
+        assert where.startswith(f"{path}:"), where
+        try:
+            check_prompt_messages(item.payload, where=where)
+        except DatasetError as exc:
+            assert str(exc).startswith(f"{where}: "), str(exc)
+        else:
+            assert item.payload["prompt_messages"]

@@ -60,7 +60,7 @@ logger = logging.getLogger("benchmax.engine")
 _TOOL_CACHE_SIZE = 256
 _GC_DEFAULT = (700, 10, 10)
 _GC_TUNED = (20_000, 10, 10)
-_NO_FINISH_REASON = "the model server sent no finish_reason"
+_NO_FINISH_REASON = "the model server sent no usable finish_reason"
 
 
 def _tune_gc() -> None:
@@ -439,8 +439,10 @@ class Engine:
             if not calls:
                 record()
                 attempt.reason = _finish_reason(result.finish_reason)
-                if result.finish_reason is None:
-                    attempt.error = _NO_FINISH_REASON
+                if attempt.reason == TerminationReason.MODEL_ERROR:
+                    attempt.error = f"{_NO_FINISH_REASON} (finish_reason={result.finish_reason!r})"
+                elif attempt.reason not in self._scorable:
+                    attempt.error = f"the model server ended the turn with finish_reason {attempt.reason!r}"
                 return
             if budget is not None and used + len(calls) > budget:
                 record()
@@ -593,9 +595,10 @@ def _finish_reason(finish_reason: str | None) -> str:
         return TerminationReason.FINISHED
     if finish_reason == "length":
         return TerminationReason.OUTPUT_EXCEEDED
-    if finish_reason is None:
+    reason = finish_reason.strip() if isinstance(finish_reason, str) else ""
+    if not reason or len(reason) > 64:
         return TerminationReason.MODEL_ERROR
-    return finish_reason
+    return reason
 
 
 def _turn_record(

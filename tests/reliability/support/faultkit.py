@@ -142,6 +142,8 @@ class DrillFigures:
     recovered_rollouts: int
     client_retries: dict[str, int]
     client_failures: dict[str, int]
+    client_resent: int
+    """Requests sent again after their endpoint's gate reopened (endpoint failures spend no retry)."""
     requests: int
     seconds: float
     min_retry_after_gap: float | None
@@ -241,6 +243,7 @@ async def drill(
         recovered_rollouts=len(faulted & finished_prompts),
         client_retries=dict(result.client_stats.get("retries", {})),
         client_failures=dict(result.client_stats.get("failures", {})),
+        client_resent=int(result.client_stats.get("resent", 0)),
         requests=int(result.client_stats.get("requests", 0)),
         seconds=seconds,
         min_retry_after_gap=min(gaps) if gaps else None,

@@ -89,6 +89,8 @@ class JsonlDataset(Dataset[Payload]):
                 if self._row_to_example is not None:
                     try:
                         converted = self._row_to_example(row)
+                    except DatasetError as exc:
+                        raise type(exc)(f"{where}: {exc}") from exc
                     except Exception as exc:
                         exc.add_note(f"while loading {where}")
                         raise
