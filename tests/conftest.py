@@ -1,6 +1,6 @@
 """Shared fixtures: a real scripted model server on loopback, and requests aimed at it.
 
-Scripts ride in the prompt (``#script: [...]``, see :mod:`benchmax.testing.server`),
+Scripts ride in the prompt (``#script: [...]``, see :mod:`benchmax.testing`),
 so one server serves many rollouts that each behave differently.
 """
 

@@ -158,7 +158,7 @@ def _free_port() -> int:
 async def test_the_server_runs_as_a_process(tmp_path):
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmax.testing.server", "--port", str(port)],
+        [sys.executable, "-m", "benchmax.testing", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -177,7 +177,9 @@ async def test_the_server_runs_as_a_process(tmp_path):
     finally:
         process.terminate()
         process.wait(10)
+        warnings = process.stderr.read().decode()
         process.stderr.close()
+    assert "RuntimeWarning" not in warnings, warnings
 
 
 async def test_embeddings_are_deterministic_per_text_and_logged():

@@ -6,7 +6,7 @@ with backoff and a budget, and a health gate that holds requests while the
 endpoint is down instead of failing them.
 """
 
-from benchmax.client._gate import DEFAULT_MAX_OUTAGE, ON_HOLD, EndpointGate, GateEvent, Outage
+from benchmax.client._gate import DEFAULT_MAX_OUTAGE, ON_HOLD, EndpointGate, GateEvent, HoldClock, Outage
 from benchmax.client._http import ClientStats, HttpModelClient
 from benchmax.client._pool import ClientPool
 from benchmax.client._retry import RetryPolicy
@@ -21,6 +21,7 @@ __all__ = [
     "EndpointDown",
     "EndpointGate",
     "GateEvent",
+    "HoldClock",
     "HttpModelClient",
     "ModelClient",
     "ModelError",

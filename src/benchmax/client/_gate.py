@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from benchmax.client._types import EndpointDown
 
@@ -37,9 +37,16 @@ DEFAULT_MAX_OUTAGE = 600.0
 GateEvent = Literal["down", "up", "failed"]
 Probe = Callable[[], Awaitable[bool]]
 
-ON_HOLD: ContextVar[Callable[[float], None] | None] = ContextVar("benchmax_on_hold", default=None)
-"""Told how many seconds a request of the current task waited at a gate, so a caller's own
-clock (the engine's rollout timeout) can leave outages out."""
+class HoldClock(Protocol):
+    """A caller's clock that stops while its requests wait for a down endpoint (the engine's rollout timeout)."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
+ON_HOLD: ContextVar[HoldClock | None] = ContextVar("benchmax_on_hold", default=None)
+"""The clock of the current task, paused while one of its requests waits at a gate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,7 @@ class EndpointGate:
         self._opened: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._checking: asyncio.Future[bool] | None = None
         self._down_clock = 0.0
         self._probation = False
         self._listeners: list[Callable[[GateEvent, Outage], None]] = []
@@ -129,26 +137,48 @@ class EndpointGate:
         opened = self._event()
         self.waiting += 1
         self._current = replace(self._current, held=self._current.held + 1)
-        began = time.monotonic()
+        clock = ON_HOLD.get()
+        if clock is not None:
+            clock.pause()
         try:
             while self._current is not None and not self._failed:
                 await opened.wait()
                 opened = self._event()
         finally:
             self.waiting -= 1
-            on_hold = ON_HOLD.get()
-            if on_hold is not None:
-                on_hold(time.monotonic() - began)
+            if clock is not None:
+                clock.resume()
         if self._failed:
             raise self._down_error()
 
-    def failure(self, cause: str, *, definitive: bool = False) -> bool:
-        """Note an endpoint-level failure; returns whether the gate is (now) down."""
+    async def failure(self, cause: str, *, definitive: bool = False) -> bool:
+        """A request failed in a way that may be the endpoint's; returns whether the endpoint is down.
+
+        Nothing listening is down at once; so are ``trip_after`` such failures in a row, or
+        one right after an outage. Otherwise one probe (shared by the requests failing at the
+        same moment) tells a dead endpoint from one request's bad luck, before that request
+        spends a retry.
+        """
+        if self._current is not None:
+            return True
         self._failures += 1
-        # Right after an outage (answered probes, no answered request yet) one failure is enough.
-        if self._current is None and (definitive or self._probation or self._failures >= self.trip_after):
+        if definitive or self._probation or self._failures >= self.trip_after:
             self._trip(cause, probe=True)
+            return True
+        if self._probe is not None and not await self._probe_once():
+            if self._current is None:
+                self._trip(cause, probe=True)
+            return True
         return self._current is not None
+
+    async def _probe_once(self) -> bool:
+        if self._checking is None or self._checking.done():
+            assert self._probe is not None
+            self._checking = asyncio.ensure_future(self._probe())
+        try:
+            return await asyncio.shield(self._checking)
+        except Exception:
+            return False
 
     def success(self) -> None:
         """The endpoint answered a request: it is up."""

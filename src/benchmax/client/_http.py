@@ -271,7 +271,7 @@ class HttpModelClient:
                 self.gate.success()
                 return result
             except _Retryable as failure:
-                if failure.endpoint and self.gate.failure(str(failure)[:300], definitive=failure.definitive):
+                if failure.endpoint and await self.gate.failure(str(failure)[:300], definitive=failure.definitive):
                     # The endpoint is down: this request waits at the gate and is sent
                     # again when it is back, without spending an attempt or the budget.
                     attempt -= 1

@@ -286,7 +286,7 @@ class Engine:
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
                     if self.config.rollout_timeout is not None:
-                        ON_HOLD.set(functools.partial(_extend, deadline))
+                        ON_HOLD.set(_PausedDeadline(deadline))
                     await body(attempt)
                     attempt.sink.phase = "context"
             except RolloutFailure as exc:
@@ -582,11 +582,26 @@ class _GroupTimeout(Exception):
     pass
 
 
-def _extend(deadline: asyncio.Timeout, waited: float) -> None:
-    """The rollout's clock stops while its requests wait for a down endpoint."""
-    when = deadline.when()
-    if when is not None and not deadline.expired():
-        deadline.reschedule(when + waited)
+class _PausedDeadline:
+    """The rollout's deadline stops while its requests wait for a down endpoint, then goes on."""
+
+    def __init__(self, deadline: asyncio.Timeout) -> None:
+        self._deadline = deadline
+        self._paused = 0
+        self._left: float | None = None
+
+    def pause(self) -> None:
+        self._paused += 1
+        when = self._deadline.when()
+        if self._paused == 1 and when is not None and not self._deadline.expired():
+            self._left = when - asyncio.get_running_loop().time()
+            self._deadline.reschedule(None)
+
+    def resume(self) -> None:
+        self._paused -= 1
+        if self._paused == 0 and self._left is not None and not self._deadline.expired():
+            self._deadline.reschedule(asyncio.get_running_loop().time() + self._left)
+            self._left = None
 
 
 def _finish_reason(finish_reason: str | None) -> str:

@@ -265,9 +265,7 @@ class Judge:
         if self._shared_client is not None:
             return self._shared_client
         if self._client is None:
-            from benchmax.client import HttpModelClient
-
-            from benchmax.client import DEFAULT_MAX_OUTAGE
+            from benchmax.client import DEFAULT_MAX_OUTAGE, HttpModelClient
 
             self._client = HttpModelClient(
                 self.base_url,

@@ -93,7 +93,7 @@ def run_cli(argv: Sequence[str | Path], log: Path, env: Mapping[str, str] | None
 
 
 def scripted_row(text: str, steps: Sequence[dict[str, Any]], answer: str = "a") -> dict[str, Any]:
-    """A dataset row whose model replies are ``steps`` (see :mod:`benchmax.testing.server`)."""
+    """A dataset row whose model replies are ``steps`` (see :mod:`benchmax.testing`)."""
     content = f"{text}\n#script: {json.dumps(list(steps))}"
     return {"prompt_messages": [{"role": "user", "content": content}], "answer": answer}
 

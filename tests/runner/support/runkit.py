@@ -3,7 +3,7 @@
 Each example's prompt tells the scripted server how to answer: ``#answers: [...]``
 picks ``answers[seed % len(answers)]`` (so seeded siblings can differ) and
 ``#sleep: S`` delays the reply; a ``#script: [...]`` line (see
-:mod:`benchmax.testing.server`) overrides both.
+:mod:`benchmax.testing`) overrides both.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ code can be exercised offline; like chat requests, embedding requests and
 their headers are logged.
 
 It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
-as a process: ``python -m benchmax.testing.server --port 8000``.
+as a process: ``python -m benchmax.testing --port 8000``.
 """
 
 from __future__ import annotations
