@@ -121,8 +121,14 @@ def test_env_args_are_parsed_as_json_and_fall_back_to_strings(tmp_path, server):
         (["--max-examples", "0"], "--max-examples"),
     ],
     ids=[
-        "extra-body-not-object", "extra-body-not-json", "env-arg-shape", "batch-size", "split", "executor",
-        "group-size", "max-examples",
+        "extra-body-not-object",
+        "extra-body-not-json",
+        "env-arg-shape",
+        "batch-size",
+        "split",
+        "executor",
+        "group-size",
+        "max-examples",
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(tmp_path, server, args, message):
@@ -173,3 +179,29 @@ def test_the_request_limit_option_reaches_the_stored_engine_config(tmp_path, ser
     assert result.returncode == 0, result.stdout
     with open_run(tmp_path / "run") as run:
         assert run.meta["config"]["engine"]["max_concurrent_requests"] == 3
+
+
+def test_a_run_where_no_rollout_could_be_scored_exits_1_and_says_why(tmp_path, server):
+    write_split(
+        tmp_path / "data",
+        [
+            row("1", "a", script=[{"status": 400, "message": "bad model"}]),
+            row("2", "b", script=[{"status": 400, "message": "bad model"}]),
+        ],
+    )
+
+    result = _eval(tmp_path, server, "--max-failure-rate", "1")
+
+    assert result.returncode == 1, result.stdout
+    assert "run failed: no rollout could be scored: all 2 failed, most as model_error (2)" in result.stdout
+    assert "first model_error error: HTTP 400: invalid_request_error: bad model" in result.stdout
+
+
+@pytest.mark.parametrize(("rate", "code"), [("0.4", 1), ("0.5", 0)])
+def test_the_failure_rate_threshold_decides_the_exit_code(tmp_path, server, rate, code):
+    write_split(tmp_path / "data", [row("1", "fine"), row("2", "fails", script=[{"status": 400}])])
+
+    result = _eval(tmp_path, server, "--max-failure-rate", rate)
+
+    assert result.returncode == code, result.stdout
+    assert ("run failed" in result.stdout) == (code == 1)

@@ -11,7 +11,7 @@ from calculator_env import CalculatorEnv
 
 from benchmax.engine import Engine
 from benchmax.envs import SamplingParams
-from benchmax.store import RunWriter
+from benchmax.runner import RunSession
 from benchmax.store.schema import DB_NAME
 from benchmax.train import POLICY_URL
 from benchmax.train._policy import InProcessPolicy
@@ -42,8 +42,8 @@ def test_a_failing_rollout_is_masked_and_stored_without_stopping_the_batch(tiny,
     engine = Engine(env)
     engine.clients.register(POLICY_URL, policy)
     dataset = asyncio.run(env.create_dataset("train", Path(".")))
-    writer = RunWriter.create(tmp_path / "run", {"kind": "train"})
-    writer.add_examples("train", dataset)
+    session = RunSession.create(tmp_path / "run", kind="train", meta={})
+    session.add_examples("train", dataset)
     bridge = RolloutBridge(
         engine=engine,
         examples={example.id: example for example in dataset},
@@ -51,7 +51,7 @@ def test_a_failing_rollout_is_masked_and_stored_without_stopping_the_batch(tiny,
         base_url=POLICY_URL,
         sampling=SamplingParams(temperature=1.0, max_tokens=8),
         policy=policy,
-        writer=writer,
+        session=session,
     )
     prompts = [example.id for example in dataset for _ in range(2)]
     try:
@@ -61,7 +61,7 @@ def test_a_failing_rollout_is_masked_and_stored_without_stopping_the_batch(tiny,
         bridge.loop.run(engine.aclose())
         bridge.loop.close()
         policy.close()
-        writer.close()
+        session.close()
     assert len(first["completion_ids"]) == len(prompts)
     broken = [index for index, reason in enumerate(first["termination_reason"]) if reason == "context_error"]
     assert broken == [2, 3]
@@ -71,6 +71,7 @@ def test_a_failing_rollout_is_masked_and_stored_without_stopping_the_batch(tiny,
         assert first["benchmax_rewards"][index]["short"] == 0.0
         assert "short" in first["benchmax_filled"][index]
     assert all(first["benchmax_scorable"][index] for index in (0, 1, 4, 5, 6, 7))
+    assert first["rollout_id"][:2] == [f"step7/train/{dataset[0].id}#0", f"step7/train/{dataset[0].id}#1"]
     assert policy.state(first["rollout_id"][0]) is None
     with sqlite3.connect(tmp_path / "run" / DB_NAME) as conn:
         rows = conn.execute("SELECT step, batch, COUNT(*) FROM rollouts GROUP BY step, batch ORDER BY step").fetchall()

@@ -192,6 +192,9 @@ class EndpointGate:
         self._held = True
         if self._current is None:
             self._trip(cause, probe=False)
+        else:
+            # A request saw the process go first; the supervisor knows why.
+            self._current = replace(self._current, cause=cause)
 
     def release(self) -> None:
         self._held = False

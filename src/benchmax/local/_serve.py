@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import signal
 import socket
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         ],
     )
+    app = _NullContentAsEmpty(app)
     if args.crash is not None:
         app = _CrashDrill(app, args.crash, plain=args.no_extra_buffers)
     config = uvicorn.Config(app, host=host, port=port, timeout_graceful_shutdown=2)
@@ -98,6 +100,58 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--crash", choices=CRASH_DRILLS, help="reliability drill: die by SIGSEGV on chat requests")
     return parser.parse_args(argv)
+
+
+class _NullContentAsEmpty:
+    """ASGI middleware: an assistant message's ``content: null`` reaches the server as ``""``.
+
+    OpenAI's assistant turns with tool calls carry ``content: null`` (benchmax keeps
+    them so, as 0.2.x does); llama-cpp-python's request model refuses it (HTTP 500,
+    "7 validation errors"). The body is rewritten before its validation runs.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or scope.get("path") != "/v1/chat/completions":
+            await self._app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = _without_null_content(b"".join(chunks))
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._app({**scope, "headers": headers}, replay, send)
+
+
+def _without_null_content(raw: bytes) -> bytes:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(messages, list):
+        return raw
+    changed = False
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
+            message["content"] = ""
+            changed = True
+    return json.dumps(data).encode() if changed else raw
 
 
 class _CrashDrill:
@@ -180,10 +234,7 @@ def _tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str
             for call in message.get("tool_calls") or ():
                 function = call.get("function") or {}
                 names[call.get("id")] = str(function.get("name") or "tool")
-            if message.get("content") is None:
-                # OpenAI's assistant turns with tool calls carry ``content: null``;
-                # llama-cpp-python's template refuses it (HTTP 500).
-                message = {**message, "content": ""}
+
         elif role == "tool":
             name = names.get(message.get("tool_call_id"), "tool")
             content = _text(message.get("content"))
