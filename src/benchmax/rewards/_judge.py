@@ -299,9 +299,7 @@ class Judge:
             except JudgeError:
                 raise
             except Exception as exc:
-                raise JudgeError(
-                    f"judge {self.model} at {self.base_url} failed: {type(exc).__name__}: {exc}"
-                ) from exc
+                raise JudgeError(f"judge {self.model} at {self.base_url} failed: {type(exc).__name__}: {exc}") from exc
             return content_text(result.message.get("content"))
         raise AssertionError("unreachable: the loop returns or raises")
 
