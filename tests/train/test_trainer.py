@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import torch
 from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
@@ -123,3 +124,26 @@ def test_the_cli_trains_an_env_file_and_reports_the_curve(tiny_model_dir, tmp_pa
     bad = CliRunner().invoke(app, ["train", f"{ENV_FILE}:CalculatorEnv", "--weight", "short"])
     assert bad.exit_code != 0
     assert "COMPONENT=WEIGHT" in bad.output
+
+
+def test_a_training_that_breaks_is_marked_failed_with_the_reason_not_left_running(tiny_model_dir, tool_bias, tmp_path):
+    from transformers import TrainerCallback
+
+    from benchmax.store import open_run
+
+    class BreakAfterFirstStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            raise RuntimeError("the GPU fell off the bus")
+
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3)
+    session.trainer.add_callback(BreakAfterFirstStep())
+    try:
+        with pytest.raises(RuntimeError, match="fell off the bus"):
+            run(session)
+    finally:
+        session.close()
+    with open_run(tmp_path / "run") as stored:
+        assert stored.meta["kind"] == "train"
+        assert stored.meta["status"] == "failed"
+        assert stored.meta["error"] == "RuntimeError: the GPU fell off the bus"
+        assert len(stored) == 8, "the step that ran is stored"

@@ -115,12 +115,14 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
     directory spec, the file stem of ``path/env.py:Class``, the module of
     ``package.module:Class``, the package of an installed env.
     """
-    spec = env.rstrip("/")
+    spec = env.rstrip("/").split("@", 1)[0]
     head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
     path = Path(head)
     if path.suffix == ".py":
         name = path.parent.name if path.stem in ("env", "main") and path.parent.name else path.stem
+    elif path.exists() or "/" in head:
+        name = path.name
     else:
-        name = path.name.rsplit(".", 1)[-1] if not path.exists() else path.name
-    name = name.split("@", 1)[0] or "run"
+        name = head.rsplit(".", 1)[-1]
+    name = name or "run"
     return root / f"{prefix}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
