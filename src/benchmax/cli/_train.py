@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.cli._eval import parse_env_args
+from benchmax.errors import BenchmaxError
 
 
 def _parse_weights(values: list[str]) -> dict[str, float]:
@@ -60,7 +61,7 @@ def train_command(
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     try:
-        from benchmax.train import TrainConfig, TrainError, train
+        from benchmax.train import TrainConfig, train
     except ImportError as exc:
         raise typer.BadParameter(
             f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
@@ -125,7 +126,7 @@ def train_command(
             **overrides,
         )
         result = train(env, config=config)
-    except (TrainError, FileNotFoundError, ValueError) as exc:
+    except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     points = result.rewards()

