@@ -9,8 +9,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from benchmax.cli._eval import parse_env_args
+from benchmax.cli._output import error_line
 from benchmax.envs import EnvSpec
 from benchmax.runner import validate_env
 
@@ -39,11 +41,14 @@ def validate_command(
         )
     )
     for note in report.notes:
-        console.print(f"[green]ok[/] {note}", highlight=False)
+        console.print(f"[green]ok[/] {escape(note)}", highlight=False, soft_wrap=True)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for problem in report.problems:
-        console.print(f"[red]error[/] {problem.where}: {problem.message}", highlight=False)
+        console.print(error_line(f"{problem.where}: {problem.message}"), highlight=False, soft_wrap=True)
     if not report.ok:
-        console.print(f"{len(report.problems)} problem(s) found")
+        count = len(report.problems)
+        console.print(f"{count} problem{'' if count == 1 else 's'} found")
         raise typer.Exit(1)
     console.print("[bold green]valid[/]")
 

@@ -18,6 +18,7 @@ from benchmax.envs._loading import (
     open_dataset,
 )
 from benchmax.envs._messages import (
+    CHAT_ROLES,
     check_prompt_messages,
     completion_text,
     content_text,
@@ -35,6 +36,7 @@ from benchmax.envs._termination import (
 )
 from benchmax.envs._types import SPLITS, DatasetSplit, JsonRow, Message, Messages, RewardMap, Tool
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
+from benchmax.envs.base.dataset import collect_dataset_problems
 from benchmax.envs.base.env import check_env_definition, implements
 from benchmax.envs.dataset import Dataset, ListDataset, resolve_under, to_example, validate_max_examples
 from benchmax.envs.environment import Environment, check_group
@@ -49,6 +51,7 @@ from benchmax.envs.shared_types import (
 )
 
 __all__ = [
+    "CHAT_ROLES",
     "ENTRY_POINT_GROUP",
     "RUNNING_ENGINE",
     "SCORABLE_REASONS",
@@ -91,6 +94,7 @@ __all__ = [
     "check_env_definition",
     "check_group",
     "check_prompt_messages",
+    "collect_dataset_problems",
     "collect_examples",
     "completion_text",
     "content_text",
