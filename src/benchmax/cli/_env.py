@@ -20,7 +20,14 @@ console = Console()
 
 
 def validate_command(
-    env: Annotated[str, typer.Argument(help="path/to/file.py:Class, package.module:Class or a directory.")],
+    env: Annotated[
+        str,
+        typer.Argument(
+            metavar="ENV",
+            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
+            show_default=False,
+        ),
+    ],
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value.")] = [],  # noqa: B006
     data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset.")] = None,
     max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
@@ -49,7 +56,8 @@ def validate_command(
     if not report.ok:
         count = len(report.problems)
         console.print(f"{count} problem{'' if count == 1 else 's'} found")
-        raise typer.Exit(1)
+        # As for eval: 2 when the env named cannot even be loaded, 1 when it has problems.
+        raise typer.Exit(1 if report.loaded else 2)
     console.print("[bold green]valid[/]")
 
 
@@ -96,16 +104,20 @@ def test_a_right_answer_scores_one(tmp_path):
 '''
 
 _ROWS = {
-    "train": [("What is the capital of France? Answer in one word.", "paris"),
-              ("What is the capital of Italy? Answer in one word.", "rome"),
-              ("What is the capital of Spain? Answer in one word.", "madrid")],
-    "eval": [("What is the capital of France? Answer in one word.", "paris"),
-             ("What is the capital of Japan? Answer in one word.", "tokyo")],
+    "train": [
+        ("What is the capital of France? Answer in one word.", "paris"),
+        ("What is the capital of Italy? Answer in one word.", "rome"),
+        ("What is the capital of Spain? Answer in one word.", "madrid"),
+    ],
+    "eval": [
+        ("What is the capital of France? Answer in one word.", "paris"),
+        ("What is the capital of Japan? Answer in one word.", "tokyo"),
+    ],
 }
 
 
 def init_command(
-    name: Annotated[str, typer.Argument(help="Directory (and env name) to create.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Directory (and env name) to create.")],
 ) -> None:
     """Scaffold a new env: env.py in the seed's shape, a tiny dataset, a test."""
     target = Path(name)

@@ -56,6 +56,7 @@ def eval_command(
     env: Annotated[
         str | None,
         typer.Argument(
+            metavar="ENV",
             help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
             show_default=False,
         ),

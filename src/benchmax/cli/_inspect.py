@@ -17,7 +17,7 @@ from benchmax.errors import BenchmaxError
 def inspect_command(
     path: Annotated[
         Path,
-        typer.Argument(help="A run directory, or a folder of runs (default: ./runs)."),
+        typer.Argument(metavar="PATH", help="A run directory, or a folder of runs (default: ./runs)."),
     ] = Path("runs"),
     port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")] = 8765,
     host: Annotated[

@@ -26,7 +26,14 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
 
 
 def train_command(
-    env: Annotated[str | None, typer.Argument(help="path/to/env.py[:Class], module:Class or a directory.")] = None,
+    env: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ENV",
+            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
+            show_default=False,
+        ),
+    ] = None,
     model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
     env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
     data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset (default: env's dir).")] = None,

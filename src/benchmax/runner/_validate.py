@@ -59,6 +59,8 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    loaded: bool = False
+    """Whether the env could be loaded and constructed (else nothing else was checked)."""
 
     @property
     def ok(self) -> bool:
@@ -96,6 +98,7 @@ async def validate_env(
         report.problem(where, f"constructing it raised {type(exc).__name__}: {exc}{_frame(exc)}")
         return report
     report.notes.append(f"loaded {where}")
+    report.loaded = True
     try:
         for diagnostic in env.validation_diagnostics():
             target = report.problem if diagnostic.severity == "error" else None
