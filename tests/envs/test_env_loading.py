@@ -138,3 +138,33 @@ async def test_an_edited_env_file_is_loaded_again_in_the_same_process(tmp_path):
     assert await first.compute_reward(None) == {"before": 1.0}
     assert await second.compute_reward(None) == {"after_the_edit": 1.0}
     assert EnvSpec(str(env_file)).load_class() is type(second), "an unchanged file is not imported again"
+
+
+def test_an_env_file_loads_under_a_readable_name_that_is_the_same_in_every_process(tmp_path):
+    import subprocess
+    import sys
+
+    _write(tmp_path / "sql" / "env.py", _env_source("SqlEnv"))
+    code = (
+        "import sys; from benchmax.envs import EnvSpec; "
+        f"cls = EnvSpec({str(tmp_path / 'sql')!r}).load_class(); print(cls.__module__ + '.' + cls.__qualname__)"
+    )
+    names = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        for _ in range(2)
+    }
+    assert names == {"sql.env.SqlEnv"}
+
+
+def test_two_env_files_with_the_same_directory_name_get_distinct_module_names(tmp_path):
+    _write(tmp_path / "a" / "task" / "env.py", _env_source("FirstEnv"))
+    _write(tmp_path / "b" / "task" / "env.py", _env_source("SecondEnv"))
+    first = EnvSpec(str(tmp_path / "a" / "task")).load_class()
+    second = EnvSpec(str(tmp_path / "b" / "task")).load_class()
+    assert first.__module__ != second.__module__
+    assert first.__module__.startswith("task.env") and second.__module__.startswith("task.env")
+
+
+def test_a_directory_of_a_0_2_example_loads_its_main_py(tmp_path):
+    _write(tmp_path / "math" / "main.py", _env_source("MathEnv"))
+    assert EnvSpec(str(tmp_path / "math")).load_class().__name__ == "MathEnv"
