@@ -24,9 +24,8 @@ import jsonschema
 import orjson
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
-from benchmax.envs import RolloutFailure
+from benchmax.envs import RolloutFailure, content_text
 from benchmax.rewards._rubric import Grade, Rubric
-from benchmax.rewards._text import content_text
 
 if TYPE_CHECKING:
     from benchmax.client import ModelClient, RetryPolicy
