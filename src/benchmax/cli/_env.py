@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from benchmax.cli._eval import parse_env_args
+from benchmax.cli._options import DataDir, EnvArgs, EnvArgument, parse_env_args
 from benchmax.cli._output import error_line
 from benchmax.envs import EnvSpec
 from benchmax.runner import validate_env
@@ -20,16 +20,9 @@ console = Console()
 
 
 def validate_command(
-    env: Annotated[
-        str,
-        typer.Argument(
-            metavar="ENV",
-            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
-            show_default=False,
-        ),
-    ],
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value.")] = [],  # noqa: B006
-    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset.")] = None,
+    env: EnvArgument,
+    env_arg: EnvArgs = [],  # noqa: B006
+    data_dir: DataDir = None,
     max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
     base_url: Annotated[str | None, typer.Option(help="Also run one group against this endpoint.")] = None,
     model: Annotated[str, typer.Option()] = "default",

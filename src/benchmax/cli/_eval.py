@@ -14,11 +14,12 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 
+from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.engine import EngineConfig
 from benchmax.envs import SamplingParams
@@ -38,33 +39,10 @@ console = Console(stderr=False)
 _DEFAULT_ENGINE = EngineConfig()
 
 
-def parse_env_args(values: list[str], *, flag: str = "--env-arg") -> dict[str, Any]:
-    """``key=value`` pairs; values are JSON when they parse as JSON, strings otherwise."""
-    kwargs: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise typer.BadParameter(f"{item!r}: use key=value with a Python identifier key", param_hint=flag)
-        try:
-            kwargs[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            kwargs[key] = raw
-    return kwargs
-
-
 def eval_command(
-    env: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="ENV",
-            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
-            show_default=False,
-        ),
-    ] = None,
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
-    data_dir: Annotated[
-        Path | None, typer.Option(help="base_dir for create_dataset (default: the env's directory).")
-    ] = None,
+    env: OptionalEnvArgument = None,
+    env_arg: EnvArgs = [],  # noqa: B006
+    data_dir: DataDir = None,
     split: Annotated[Literal["train", "eval"], typer.Option(help="Which dataset split to run.")] = "eval",
     max_examples: Annotated[int | None, typer.Option(min=1, help="Use at most N examples.")] = None,
     group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1,

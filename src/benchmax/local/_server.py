@@ -239,12 +239,7 @@ class EmbeddedModel:
         if self._process is not None:
             raise EmbeddedModelError("the embedded model is already started")
         self._stopped = False
-        try:
-            await asyncio.to_thread(self._boot)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return await self._aboot()
 
     async def arestart(self) -> EmbeddedModel:
         """Start the server again on the same port, after it died: its clients keep their URL."""
@@ -255,6 +250,9 @@ class EmbeddedModel:
             self._stopped = False
         if process is not None:
             _terminate(process, self.stop_timeout)
+        return await self._aboot()
+
+    async def _aboot(self) -> EmbeddedModel:
         try:
             await asyncio.to_thread(self._boot)
         except BaseException:
