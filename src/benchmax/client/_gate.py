@@ -94,6 +94,8 @@ class Outage:
     """Whether the outage outlasted the budget (the held requests failed)."""
     rerouted: int = 0
     """Requests sent to another replica instead (see :class:`ReplicaRouter`)."""
+    error: str | None = None
+    """What the held requests failed with, once the outage outlasted the budget."""
 
     @property
     def seconds(self) -> float:
@@ -324,7 +326,7 @@ class EndpointGate:
             # with its clock and its probe backoff, so a half-alive endpoint cannot hold
             # requests forever nor be probed at full rate.
             self.outages.pop()
-            self._current = replace(reopened, ended_at=None, failed=False)
+            self._current = replace(reopened, ended_at=None, failed=False, error=None)
             self._delay = min(self.probe_max, self._delay * 2)
             logger.warning("model endpoint %s failed again right after coming back (%s)", self.endpoint, cause)
         else:
@@ -364,7 +366,7 @@ class EndpointGate:
             return
         self._failed = True
         self._message = message
-        self._current = replace(self._current, failed=True)
+        self._current = replace(self._current, failed=True, error=message)
         logger.error("%s; %d requests fail", message, self.waiting)
         self._emit("failed", self._current)
         self._event().set()
