@@ -64,12 +64,12 @@ def render_summary(
             overview.add_row("requests rerouted", f"{client_stats['rerouted']} (their replica went down under them)")
     for outage in outages:
         since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
-        length = f"{outage.seconds:.1f}s" if outage.ended_at else "still down"
+        length = f"at {since} for {outage.seconds:.1f}s" if outage.ended_at else f"since {since}, still down"
         held = f"{outage.held} requests held"
         if outage.rerouted:
             held += f", {outage.rerouted} rerouted"
         verdict = " (past --max-outage)" if outage.failed else ""
-        overview.add_row("endpoint outage", f"{outage.endpoint} down at {since} for {length}, {held}{verdict}")
+        overview.add_row("endpoint outage", f"{outage.endpoint} down {length}, {held}{verdict}")
     console.print(overview)
 
     reasons = Table(title="termination reasons", title_justify="left")

@@ -134,6 +134,8 @@ class EndpointGate:
         self.probation = probation
         self.outages: list[Outage] = []
         self.waiting = 0
+        self.routed = False
+        """One replica of several: while it is down its requests go to the others (said so in the log)."""
         self._probe = probe
         self._failures = 0
         self._current: Outage | None = None
@@ -333,7 +335,8 @@ class EndpointGate:
             self._current = Outage(self.endpoint, started_at=time.time(), cause=cause)
             self._down_clock = time.monotonic()
             self._delay = self.probe_initial
-            logger.warning("model endpoint %s is down (%s); holding its requests", self.endpoint, cause)
+            then = "its requests go to the other replicas" if self.routed else "holding its requests"
+            logger.warning("model endpoint %s is down (%s); %s", self.endpoint, cause, then)
         self._failed = False
         self._event().clear()
         self._emit("down", self._current)
@@ -382,9 +385,8 @@ class EndpointGate:
         self._failures = 0
         self._probation = ended
         self._probation_until = time.monotonic() + self.probation
-        logger.warning(
-            "model endpoint %s is back after %.1f s; %d held requests resume", self.endpoint, ended.seconds, ended.held
-        )
+        then = "requests go to it again" if self.routed else f"{ended.held} held requests resume"
+        logger.warning("model endpoint %s is back after %.1f s; %s", self.endpoint, ended.seconds, then)
         self._emit("up", ended)
         self._event().set()
 

@@ -64,6 +64,7 @@ class ReplicaRouter:
         self._changed: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         for gate in self._gates:
+            gate.routed = True
             gate.subscribe(self._on_gate)
 
     def __repr__(self) -> str:
