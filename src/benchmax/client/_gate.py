@@ -119,7 +119,7 @@ class EndpointGate:
         max_outage: float = DEFAULT_MAX_OUTAGE,
         trip_after: int = 3,
         probe_initial: float = 0.25,
-        probe_max: float = 10.0,
+        probe_max: float = 5.0,
         probation: float = 30.0,
     ) -> None:
         if not max_outage > 0:
@@ -180,7 +180,8 @@ class EndpointGate:
     async def admit(self, *, wait: bool = True, seen: float | None = None) -> float | None:
         """Return once a request may be sent; raise :class:`EndpointDown` past the outage budget.
 
-        ``wait=False`` raises :class:`Unavailable` instead of waiting. ``seen``
+        ``wait=False`` raises :class:`Unavailable` instead (past the budget too: the
+        caller, a replica router, decides). ``seen``
         is the start of an outage this request already waited in, so a request
         held twice by one outage counts once. Returns the start of the outage
         waited in, if any.
@@ -189,10 +190,10 @@ class EndpointGate:
         if outage is None:
             return None
         self._ensure_watch()
-        if self._failed:
-            raise self._down_error()
         if not wait:
             raise Unavailable(self.endpoint)
+        if self._failed:
+            raise self._down_error()
         opened = self._event()
         self.waiting += 1
         if seen != outage.started_at:
