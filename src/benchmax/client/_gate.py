@@ -19,15 +19,20 @@ kind             what                                          rule
 ``dropped``      connection reset or closed mid-reply          a probe decides; down after
                                                                ``trip_after`` in a row
 ``gateway``      502/503/504 without ``Retry-After``           as ``dropped``
-``server_error`` any other 5xx without ``Retry-After``         down after ``trip_after`` in a row
-                                                               (no probe: ``/models`` may answer)
+``server_error`` any other 5xx without ``Retry-After``         down after ``trip_after`` requests in a
+                                                               row (no probe: ``/models`` may answer)
 ``timeout``      no reply, or no connection, in time           a probe decides; not counted
 ================ ============================================= ======================================
 
-"In a row" is across all requests to the endpoint: any answer resets it.
-After an outage the endpoint is on probation until it answers a request (for
-at most ``probation`` seconds): if a request fails with a counted kind first
-(it answers probes but not requests, or it flaps), the same outage goes on,
+"In a row" is across all requests to the endpoint: any answer resets it. A
+``server_error`` counts once per request: one request that fails again and
+again with a 500 (its body trips a server bug) is that request's failure, and
+takes the retry path to its end; several requests failing so are the
+endpoint's. After an outage the endpoint is on probation until it answers a
+request (for at most ``probation`` seconds): if a request fails first with a
+``dropped`` or ``gateway`` failure (or a ``server_error`` after an outage that
+server errors began: it answers probes but not requests), or it flaps, the
+same outage goes on,
 with the probe backoff and the outage clock where they were, so a half-alive
 endpoint can neither be hammered nor hold requests forever.
 
@@ -61,7 +66,7 @@ FailureKind = Literal["refused", "dropped", "gateway", "server_error", "timeout"
 Probe = Callable[[], Awaitable[bool]]
 
 _PROBED: frozenset[str] = frozenset({"dropped", "gateway", "timeout"})
-_ON_PROBATION: frozenset[str] = frozenset({"dropped", "gateway", "server_error"})
+_ON_PROBATION: frozenset[str] = frozenset({"dropped", "gateway"})
 
 
 class HoldClock(Protocol):
@@ -138,6 +143,9 @@ class EndpointGate:
         """One replica of several: while it is down its requests go to the others (said so in the log)."""
         self._probe = probe
         self._failures = 0
+        self._failing: list[object] = []
+        """The requests whose server errors count in the current run of failures (once each)."""
+        self._tripped_by: str = ""
         self._current: Outage | None = None
         self._failed = False
         self._message = ""
@@ -213,25 +221,33 @@ class EndpointGate:
             raise self._down_error()
         return outage.started_at
 
-    async def failure(self, cause: str, kind: FailureKind = "dropped") -> bool:
+    async def failure(self, cause: str, kind: FailureKind = "dropped", *, request: object = None) -> bool:
         """A request failed in a way that may be the endpoint's; returns whether the endpoint is down.
 
         When it is, the request waits (or is sent elsewhere) and is sent again,
         without spending a retry. Otherwise it takes the per-request retry path.
+        ``request`` names the request (any object, the same for each of its
+        attempts), so its server errors count once.
         """
         if self._current is not None:
             return True
-        if kind != "timeout":
+        if kind == "server_error":
+            if request is None or not any(known is request for known in self._failing):
+                self._failing.append(request if request is not None else object())
+                self._failures += 1
+        elif kind != "timeout":
             self._failures += 1
-        if (
-            kind == "refused"
-            or (kind in _ON_PROBATION and self._on_probation())
-            or (kind != "timeout" and self._failures >= self.trip_after)
-        ):
+        on_probation = self._on_probation() and (
+            kind in _ON_PROBATION or (kind == "server_error" and self._tripped_by == "server_error")
+        )
+        if kind == "refused" or on_probation or (kind != "timeout" and self._failures >= self.trip_after):
+            if not on_probation:  # a reopened outage keeps what began it
+                self._tripped_by = kind
             self._trip(cause)
             return True
         if kind in _PROBED and self._probe is not None and not await self._probe_once():
             if self._current is None:
+                self._tripped_by = kind
                 self._trip(cause)
             return True
         return self._current is not None
@@ -239,6 +255,7 @@ class EndpointGate:
     def success(self) -> None:
         """The endpoint answered a request: it is up, and off probation."""
         self._failures = 0
+        self._failing.clear()
         if self._current is not None and not self._held:
             self._recover()
         self._probation = None
@@ -262,6 +279,7 @@ class EndpointGate:
         """Take the endpoint down from outside (its process died); :meth:`release` brings it back."""
         self._held = True
         if self._current is None:
+            self._tripped_by = "held"
             self._trip(cause)
         else:
             # A request saw the process go first; the supervisor knows why.
@@ -384,6 +402,7 @@ class EndpointGate:
         self._current = None
         self._failed = False
         self._failures = 0
+        self._failing.clear()
         self._probation = ended
         self._probation_until = time.monotonic() + self.probation
         then = "requests go to it again" if self.routed else f"{ended.held} held requests resume"

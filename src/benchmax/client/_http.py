@@ -296,7 +296,8 @@ class HttpModelClient:
                 gate.success()
                 return result
             except _Retryable as failure:
-                if failure.kind is not None and await gate.failure(str(failure)[:300], failure.kind):
+                # ``payload`` (one bytes object per call) names this request across its attempts.
+                if failure.kind is not None and await gate.failure(str(failure)[:300], failure.kind, request=payload):
                     # The endpoint is down: this request waits at the gate (or goes to another
                     # replica) and is sent again, without spending an attempt or the budget.
                     attempt -= 1
