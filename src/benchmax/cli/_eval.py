@@ -62,7 +62,12 @@ def eval_command(
     seed: Annotated[int | None, typer.Option(help="Sampling seed; sibling k gets seed + k.")] = None,
     extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body.")] = None,
     base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint (…/v1); omit to run the embedded SmolLM2 model.")
+        list[str] | None,
+        typer.Option(
+            help="OpenAI-compatible endpoint (…/v1); give it again for each replica of the model (requests are "
+            "spread over them); omit to run the embedded SmolLM2 model.",
+            show_default=False,
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -89,7 +94,8 @@ def eval_command(
         float,
         typer.Option(
             min=0.001,
-            help="Seconds a model endpoint may stay down while its rollouts wait; past it the run stops (resumable).",
+            help="Seconds a model endpoint (every replica, with several) may stay down while its rollouts wait; "
+            "past it the run stops, resumable.",
         ),
     ] = _DEFAULT_ENGINE.max_outage,
     max_requests: Annotated[
@@ -133,7 +139,7 @@ def eval_command(
             concurrency=concurrency if concurrency is not None else 64,
             batch_size=batch_size,
             model=model,
-            base_url=base_url or EMBEDDED,
+            base_url=tuple(base_url) if base_url else EMBEDDED,
             api_key_env=api_key_env,
             sampling=SamplingParams(
                 temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
@@ -157,7 +163,9 @@ def eval_command(
     execute(config, resume=resume is not None, progress=progress)
 
 
-def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None) -> RunConfig:
+def _resume_config(
+    run_dir: Path, env: str | None, *, concurrency: int | None, base_url: list[str] | None
+) -> RunConfig:
     try:
         with Run(run_dir) as run:
             stored = RunConfig.from_meta(run.meta["config"])
@@ -178,7 +186,7 @@ def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, b
         stored,
         run_dir=run_dir,
         concurrency=concurrency if concurrency is not None else stored.concurrency,
-        base_url=base_url or stored.base_url,
+        base_url=tuple(base_url) if base_url else stored.base_url,
     )
 
 
@@ -191,14 +199,18 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     if config.api_key_env and config.api_key_env not in os.environ:
         console.print(error_line(f"--api-key-env {config.api_key_env}: that environment variable is not set"))
         raise typer.Exit(2)
-    target = "the embedded SmolLM2-135M model" if config.base_url == EMBEDDED else config.base_url
+    urls = config.base_urls
+    if config.base_url == EMBEDDED:
+        target = "the embedded SmolLM2-135M model"
+    else:
+        target = ", ".join(urls) + (f" ({len(urls)} replicas)" if len(urls) > 1 else "")
     console.print(f"[bold]benchmax eval[/] {config.env} -> {target}", highlight=False)
     console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
     resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
     try:
         with install_log_handler(console):
             if progress:
-                with LiveProgress(console) as live:
+                with LiveProgress(console, replicas=() if config.base_url == EMBEDDED else urls) as live:
                     result = asyncio.run(arun(config, observer=live, resume=resume))
                 console.print()
             else:

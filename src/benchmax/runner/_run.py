@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import StaticBearerAuth
-from benchmax.client import ClientPool, GateEvent, Outage
+from benchmax.client import ClientPool, EndpointDown, GateEvent, Outage
 from benchmax.engine import GroupResult
 from benchmax.envs import (
     DatasetError,
@@ -35,7 +35,7 @@ from benchmax.envs import (
 )
 from benchmax.errors import BenchmaxError
 from benchmax.runner._config import EMBEDDED, RunConfig
-from benchmax.runner._endpoint import Endpoint, model_endpoint
+from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._session import GroupKey, RunSession, group_keys
 from benchmax.runner._verdict import RunVerdict, judge_run
@@ -92,6 +92,7 @@ async def arun(
     owned = env is None
     spec = EnvSpec(config.env, config.env_kwargs)
     executor: GroupExecutor | None = None
+    clients: ClientPool | None = None
     try:
         if env is None:
             env = spec.load()
@@ -106,7 +107,7 @@ async def arun(
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
         async with model_endpoint(
-            None if config.base_url == EMBEDDED else config.base_url,
+            None if config.base_url == EMBEDDED else config.base_urls,
             config.model,
             clients,
             log_dir=run_dir,
@@ -120,7 +121,7 @@ async def arun(
                     env_class=f"{type(env).__module__}.{type(env).__qualname__}",
                     env_file=_source_file(env),
                     model=endpoint.model,
-                    base_url=EMBEDDED if endpoint.embedded else endpoint.base_url,
+                    base_url=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
                 )
                 session.check_examples(config.split, examples)
                 new_rollouts = await _schedule(
@@ -128,10 +129,12 @@ async def arun(
                 )
                 await asyncio.to_thread(session.close_batches)
         client_stats = executor.stats()
-        outages = tuple(clients.outages())
+        outages = tuple(_outage_source(executor, clients).outages())
     finally:
         if executor is not None:
             await executor.aclose()
+        if clients is not None and clients is not getattr(executor, "clients", None):
+            await clients.aclose()  # the driver's own pool, for the preflight under Ray
         if owned and env is not None:
             try:
                 await env.aclose()
@@ -168,6 +171,16 @@ def make_executor(config: RunConfig, env: Environment[Any, Any]) -> GroupExecuto
 
         return RayExecutor(config)
     return LocalExecutor(env, config.engine)
+
+
+def _stored_url(endpoint: Endpoint) -> str | list[str]:
+    return list(endpoint.replicas) if len(endpoint.replicas) > 1 else endpoint.base_url
+
+
+def _outage_source(executor: GroupExecutor, clients: ClientPool) -> OutageSource:
+    """Who sees the endpoint's outages: the pool the rollouts use, or the Ray executor's merged view of its actors'."""
+    source = getattr(executor, "outage_source", None)
+    return source if source is not None else clients
 
 
 def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
@@ -211,18 +224,22 @@ async def _schedule(
     stopping: list[str] = []
     main = asyncio.current_task()
 
-    def on_outage(event: GateEvent, outage: Outage) -> None:
-        session.record_outage(outage)
-        if observer is not None:
-            observer.on_outage(event, outage, clients.gate(endpoint.base_url).waiting)
-        if event == "failed" and not stopping:
-            # Nothing held by the outage may be stored as a failure: the run stops
-            # here, whole groups only, and --resume reruns what is missing.
-            stopping.append(outage.cause)
+    def stop(reason: str) -> None:
+        # The endpoint is down past its budget. Nothing its outage held may be stored
+        # as a failure: the run stops here, whole groups only, and --resume reruns the rest.
+        if not stopping:
+            stopping.append(reason)
             if main is not None:
                 main.cancel()
 
-    clients.subscribe(on_outage)
+    watch = EndpointWatch(
+        _outage_source(executor, clients),
+        endpoint,
+        session,
+        observer if hasattr(observer, "on_outage") else None,
+        stop,
+        stats=executor.stats,
+    )
 
     async def run_group(key: GroupKey, example: Example[Any]) -> None:
         nonlocal written
@@ -240,7 +257,11 @@ async def _schedule(
                 for sample in range(size)
             ]
             started = time.time()
-            result = await executor.run_group(requests)
+            try:
+                result = await executor.run_group(requests)
+            except EndpointDown as exc:  # raised by a Ray actor whose requests the outage failed
+                watch.stop(str(exc))
+                return
             if stopping:
                 return
             batch = _batch(key.example_index, per_batch)
@@ -263,6 +284,7 @@ async def _schedule(
             failures.append(task.exception())  # type: ignore[arg-type]
 
     stop_sigterm = _install_sigterm()
+    watch.__enter__()
     try:
         for key, example in pending:
             await slots.acquire()
@@ -282,6 +304,7 @@ async def _schedule(
             raise RunStopped(f"{stopping[0]}; the run stopped with every finished group stored") from None
         raise
     finally:
+        watch.__exit__()
         stop_sigterm()
         for task in list(tasks):
             task.cancel()

@@ -404,7 +404,14 @@
           ` · created ${date(meta.created_at)}`,
           overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
           meta.error ? h('span', { class: 'bad', text: ` · ${meta.error}` }) : null,
+          outageNote(meta.outages),
         ]));
+    }
+
+    function outageNote(outages) {
+      if (!Array.isArray(outages) || !outages.length) return null;
+      const lines = outages.map((o) => `${o.endpoint} down ${date(o.started_at)} for ${o.ended_at ? secs(o.ended_at - o.started_at) : '(not back)'}, ${fmt(o.held)} requests held${o.failed ? ', past --max-outage' : ''}: ${o.cause}`);
+      return h('span', { class: outages.some((o) => o.failed) ? 'bad' : '', title: lines.join('\n'), text: ` · ${outages.length} endpoint outage${outages.length > 1 ? 's' : ''}` });
     }
 
     let dist = null;
