@@ -84,9 +84,11 @@ def test_pass_rates_groups_reasons_latency_and_tokens_match_the_hand_count(run_d
     # Totals after the fill: 1.5 1.5 | 1 0 | 0 1; a rollout passes at >= 1.0.
     assert (stats.rollouts, stats.scored, stats.failures, stats.passed) == (6, 5, 1, 4)
     assert stats.pass_rate == pytest.approx(4 / 6)
+    # The lowest pass rates first, ties by id.
     assert [(e.example_id, e.passed, e.total, e.rate) for e in stats.examples] == [
-        ("e1", 2, 2, 1.0), ("e2", 1, 2, 0.5), ("e3", 1, 2, 0.5)
+        ("e2", 1, 2, 0.5), ("e3", 1, 2, 0.5), ("e1", 2, 2, 1.0)
     ]  # fmt: skip
+    assert stats.example_count == 3
     assert (stats.groups, stats.groups_no_signal) == (3, 1)
     assert dict(stats.reasons) == {"finished": 4, "model_error": 1, "output_exceeded": 1}
     assert dict(stats.errors) == {"model_error": 1}

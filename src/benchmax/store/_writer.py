@@ -1,0 +1,688 @@
+"""The one writer of a run directory.
+
+Groups arrive from the event loop and are committed by a background thread in
+batched transactions, so SQLite never blocks rollouts in flight. A group and all
+its rollouts land in one transaction: after a crash the store holds whole groups
+only, and resume reruns whatever is missing.
+
+The queue between the two is bounded (``max_queued_rollouts``): when the disk or
+another process holding the database lock slows the thread down, producers wait
+(:meth:`RunWriter.awrite_group` without blocking the event loop) instead of
+piling finished rollouts up in memory. The driver's memory is then bounded by
+what is in flight plus that queue, however long the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmax.envs.errors import DatasetError
+from benchmax.envs.rollout import LogEntry, RolloutOutcome
+from benchmax.envs.types import Example
+from benchmax.rewards import extract_completion_text
+from benchmax.store import _codec, _compat, _schema
+from benchmax.store._vocabulary import is_scored
+
+logger = logging.getLogger("benchmax.store")
+
+_LEVELS = {"CRITICAL": 50, "ERROR": 40, "WARNING": 30, "INFO": 20, "DEBUG": 10}
+_CHUNK = 1000
+MAX_QUEUED_ROLLOUTS = 4096
+"""Default bound of the writer's queue, in rollouts (a few MB of transcripts)."""
+_COMMIT_ROLLOUTS = 2048
+_COMMIT_SECONDS = 0.02
+
+
+class StoreError(RuntimeError):
+    """The run directory cannot be used as asked (exists already, missing, other run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupWrite:
+    """One settled group, ready to store."""
+
+    group_id: str
+    example_id: str
+    example_idx: int
+    batch: int
+    outcomes: tuple[RolloutOutcome, ...]
+    sample_indices: tuple[int, ...]
+    logs: tuple[LogEntry, ...] = ()
+    step: int | None = None
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+dumps = _codec.dumps
+
+
+class RunWriter:
+    """Creates or resumes one run directory and writes its groups, examples and metadata."""
+
+    def __init__(
+        self, run_dir: Path, conn: sqlite3.Connection, *, max_queued_rollouts: int = MAX_QUEUED_ROLLOUTS
+    ) -> None:
+        self.run_dir = run_dir
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[GroupWrite | _Barrier | None] = queue.Queue()
+        self._room = threading.Condition()
+        self._queued = 0
+        self._limit = max(1, max_queued_rollouts)
+        self._error: BaseException | None = None
+        self._seq = conn.execute("SELECT COALESCE(MAX(seq), -1) FROM rollouts").fetchone()[0] + 1
+        self._threshold = _threshold(self._meta_value("pass_threshold"))
+        self._thread = threading.Thread(target=self._drain, name="benchmax-store-writer", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def create(cls, run_dir: str | Path, meta: Mapping[str, Any], **options: Any) -> RunWriter:
+        """A new run in ``run_dir`` (created if needed; must not hold a run already)."""
+        path = Path(run_dir)
+        db = path / _schema.DB_NAME
+        if db.exists():
+            raise StoreError(f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir")
+        path.mkdir(parents=True, exist_ok=True)
+        # Built under another name and renamed into place, so a kill mid-creation never
+        # leaves a run.sqlite without its meta (which neither --resume nor a rerun could use).
+        draft = path / f".{_schema.DB_NAME}.creating"
+        for leftover in (draft, Path(f"{draft}-wal"), Path(f"{draft}-shm")):
+            leftover.unlink(missing_ok=True)
+        conn = _schema.connect(draft)
+        _schema.create(conn)
+        with _transaction(conn, threading.Lock()):
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)", [(key, dumps(value)) for key, value in meta.items()]
+            )
+        conn.close()
+        draft.replace(db)
+        return cls(path, _schema.connect(db), **options)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, **options: Any) -> RunWriter:
+        """The writer of an existing run; a run of an older store layout is upgraded first."""
+        path = Path(run_dir)
+        db = path / _schema.DB_NAME
+        if not db.exists():
+            raise StoreError(f"{path} holds no run to resume ({_schema.DB_NAME} not found)")
+        conn = _schema.connect(db)
+        found = _schema.check_readable(conn, db)
+        if found == 1:
+            logger.warning("upgrading %s to the current store layout (once; this can take a while)", db)
+            _compat.upgrade_v1(conn)
+        _schema.create(conn)
+        return cls(path, conn, **options)
+
+    # -- metadata and examples ------------------------------------------------------
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def _meta_value(self, key: str) -> Any:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return orjson.loads(rows[0][0]) if rows else None
+
+    def meta(self) -> dict[str, Any]:
+        rows = self._read("SELECT key, value FROM meta")
+        return {key: orjson.loads(value) for key, value in rows if key != "schema_version"}
+
+    def set_meta(self, **values: Any) -> None:
+        self._check()
+        if "pass_threshold" in values and _threshold(values["pass_threshold"]) != self._threshold:
+            self.flush()
+        with _transaction(self._conn, self._lock):
+            self._conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [(key, dumps(value)) for key, value in values.items()],
+            )
+            if "pass_threshold" in values and _threshold(values["pass_threshold"]) != self._threshold:
+                self._threshold = _threshold(values["pass_threshold"])
+                self._conn.execute(
+                    "UPDATE example_figures SET passed = (SELECT COUNT(*) FROM groups AS g JOIN rollouts AS r"
+                    " ON r.seq BETWEEN g.first_seq AND g.last_seq"
+                    " WHERE g.example_id = example_figures.example_id AND COALESCE(r.reward, 0) >= ?)",
+                    (self._threshold,),
+                )
+
+    def add_examples(self, split: str, examples: Iterable[Example]) -> int:
+        """Store examples not stored yet (matched by id), in dataset order; returns how many were new."""
+        added = 0
+        for chunk in _chunks(enumerate(examples), _CHUNK):
+            with _transaction(self._conn, self._lock):
+                before = self._conn.total_changes
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)",
+                    [(example.id, index, split, dumps(dict(example.payload))) for index, example in chunk],
+                )
+                added += self._conn.total_changes - before
+        return added
+
+    def sync_examples(self, split: str, examples: Iterable[Example], *, resume: bool) -> int:
+        """Store the dataset of a new run, or check that a resumed run's dataset is unchanged.
+
+        Streams in chunks, so a dataset of millions of examples never sits in memory
+        twice. A new run's examples must have distinct ids; a resumed run's must be
+        the stored ones, in the stored order. Returns the number of examples.
+        """
+        stored = self._read("SELECT COUNT(*) FROM examples")[0][0]
+        if not stored:
+            return self._store_new_examples(split, examples)
+        count = 0
+        for chunk in _chunks(examples, _CHUNK):
+            expected = [row[0] for row in self._read(
+                "SELECT example_id FROM examples WHERE idx >= ? ORDER BY idx LIMIT ?", (count, len(chunk))
+            )]  # fmt: skip
+            current = [example.id for example in chunk]
+            if resume and expected != current:
+                first = count + next(
+                    (i for i, (a, b) in enumerate(zip(expected, current, strict=False)) if a != b),
+                    min(len(expected), len(current)),
+                )
+                raise StoreError(
+                    f"the dataset changed since this run started: {stored} stored examples vs "
+                    f"{count + len(current)}+ now, first difference at index {first}; resume needs the same data"
+                )
+            count += len(chunk)
+        if resume and count != stored:
+            raise StoreError(
+                f"the dataset changed since this run started: {stored} stored examples vs {count} now, "
+                f"first difference at index {min(stored, count)}; resume needs the same data"
+            )
+        return count
+
+    def _store_new_examples(self, split: str, examples: Iterable[Example]) -> int:
+        count = 0
+        for chunk in _chunks(examples, _CHUNK):
+            rows = [(example.id, count + i, split, dumps(dict(example.payload))) for i, example in enumerate(chunk)]
+            with _transaction(self._conn, self._lock):
+                before = self._conn.total_changes
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)", rows
+                )
+                if self._conn.total_changes - before != len(rows):
+                    index, example_id = self._duplicate(rows)
+                    raise DatasetError(f"{split}[{index}]: duplicate example id {example_id!r}")
+            count += len(chunk)
+        return count
+
+    def _duplicate(self, rows: list[tuple[Any, ...]]) -> tuple[int, str]:
+        seen: set[str] = set()
+        for example_id, index, *_ in rows:
+            stored = self._conn.execute("SELECT idx FROM examples WHERE example_id = ?", (example_id,)).fetchone()
+            if example_id in seen or stored is None or stored[0] != index:
+                return index, example_id
+            seen.add(example_id)
+        raise AssertionError("no duplicate among the rows")
+
+    def example_ids(self) -> list[str]:
+        return [row[0] for row in self._read("SELECT example_id FROM examples ORDER BY idx")]
+
+    def completed_groups(self) -> set[str]:
+        """Every stored group id (the whole run in memory: prefer :meth:`completed_among`)."""
+        return {row[0] for row in self._read("SELECT group_id FROM groups")}
+
+    def completed_among(self, group_ids: Sequence[str]) -> set[str]:
+        """Which of ``group_ids`` are stored (queued groups count once flushed)."""
+        done: set[str] = set()
+        for chunk in _chunks(group_ids, 500):
+            marks = ",".join("?" * len(chunk))
+            done.update(row[0] for row in self._read(f"SELECT group_id FROM groups WHERE group_id IN ({marks})", chunk))
+        return done
+
+    # -- groups ----------------------------------------------------------------------
+
+    @property
+    def queued_rollouts(self) -> int:
+        """Rollouts handed over and not committed yet."""
+        return self._queued
+
+    def write_group(self, group: GroupWrite) -> None:
+        """Queue a group for the next transaction.
+
+        Returns at once while the queue has room; when the writer lags by more than
+        ``max_queued_rollouts``, blocks until it catches up (async callers: use
+        :meth:`awrite_group`, which waits without blocking the event loop).
+        """
+        self._check()
+        self._wait_for_room(len(group.outcomes))
+        with self._room:
+            self._queued += len(group.outcomes)
+        self._queue.put(group)
+
+    async def awrite_group(self, group: GroupWrite) -> None:
+        """Queue a group, first waiting (asynchronously) while the queue is full."""
+        self._check()
+        if not self._has_room(len(group.outcomes)):
+            await asyncio.to_thread(self._wait_for_room, len(group.outcomes))
+        self.write_group(group)
+
+    def _has_room(self, size: int) -> bool:
+        return self._queued == 0 or self._queued + size <= self._limit
+
+    def _wait_for_room(self, size: int) -> None:
+        with self._room:
+            while not self._has_room(size) and self._error is None and self._thread.is_alive():
+                self._room.wait(0.5)
+        self._check()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until everything queued so far is committed."""
+        barrier = _Barrier()
+        self._queue.put(barrier)
+        if not barrier.done.wait(timeout):
+            raise StoreError("the store writer did not flush in time")
+        self._check()
+
+    async def aflush(self) -> None:
+        await asyncio.to_thread(self.flush)
+
+    # -- batches ----------------------------------------------------------------------
+
+    def fill_batch(self, batch: int) -> None:
+        """Apply the batch zero-fill: a component any rollout of the batch emitted is
+        filled with 0.0 (``filled = 1``) on every rollout of the batch that lacks it.
+
+        A batch already filled with nothing written to it since is left alone, so a
+        resumed run refills only the batches that changed.
+        """
+        self.flush()
+        with _transaction(self._conn, self._lock):
+            state = self._conn.execute(
+                "SELECT rollouts, filled_rollouts FROM batches WHERE batch = ?", (batch,)
+            ).fetchone()
+            if state is None or state[0] == state[1]:
+                return
+            if self._conn.execute("SELECT 1 FROM batch_components WHERE batch = ? LIMIT 1", (batch,)).fetchone():
+                self._conn.execute(
+                    """
+                    INSERT OR IGNORE INTO rewards (seq, component, value, filled)
+                    SELECT r.seq, c.component, 0.0, 1
+                    FROM groups AS g
+                    JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq
+                    JOIN batch_components AS c ON c.batch = g.batch
+                    WHERE g.batch = ?
+                    """,
+                    (batch,),
+                )
+                self._conn.execute(
+                    "UPDATE rollouts SET reward = 0.0 WHERE seq IN (SELECT r.seq FROM groups AS g"
+                    " JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq"
+                    " WHERE g.batch = ? AND r.reward IS NULL)",
+                    (batch,),
+                )
+            self._conn.execute("UPDATE batches SET filled_rollouts = rollouts WHERE batch = ?", (batch,))
+
+    def batches(self) -> list[int]:
+        """The batches of every group written so far (queued groups included)."""
+        self.flush()
+        return [row[0] for row in self._read("SELECT batch FROM batches ORDER BY batch")]
+
+    def unfilled_batches(self) -> list[int]:
+        """The batches written to since their last zero-fill (queued groups included)."""
+        self.flush()
+        return [
+            row[0]
+            for row in self._read(
+                "SELECT batch FROM batches WHERE filled_rollouts IS NULL OR filled_rollouts != rollouts ORDER BY batch"
+            )
+        ]
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._conn.close()
+        self._check()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise StoreError(f"writing the run store failed: {self._error}") from self._error
+
+    # -- the writer thread -------------------------------------------------------------
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            pending: list[GroupWrite] = []
+            barriers: list[_Barrier] = []
+            stop = False
+            size = 0
+            deadline = time.monotonic() + _COMMIT_SECONDS
+            while True:
+                if item is None:
+                    stop = True
+                elif isinstance(item, _Barrier):
+                    barriers.append(item)
+                else:
+                    pending.append(item)
+                    size += len(item.outcomes)
+                if stop or size >= _COMMIT_ROLLOUTS:
+                    break
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+            if pending and self._error is None:
+                try:
+                    self._commit(pending)
+                except BaseException as exc:
+                    logger.exception("run store write failed")
+                    self._error = exc
+            with self._room:
+                self._queued -= size
+                self._room.notify_all()
+            for barrier in barriers:
+                barrier.done.set()
+            if stop:
+                return
+
+    def _commit(self, groups: Sequence[GroupWrite]) -> None:
+        with _transaction(self._conn, self._lock):
+            self._replace_existing([group.group_id for group in groups])
+            for scrubbed in (False, True):
+                rows = _Rows(scrubbed=scrubbed)
+                seq = self._seq
+                for group in groups:
+                    seq = rows.add(group, seq, self._threshold)
+                self._conn.execute("SAVEPOINT group_rows")
+                try:
+                    self._insert(rows)
+                except UnicodeEncodeError:
+                    # A lone surrogate in an error, log line or reward name; retry with them escaped.
+                    self._conn.execute("ROLLBACK TO group_rows")
+                    self._conn.execute("RELEASE group_rows")
+                    if scrubbed:
+                        raise
+                    continue
+                self._conn.execute("RELEASE group_rows")
+                self._seq = seq
+                return
+
+    def _replace_existing(self, group_ids: Sequence[str]) -> None:
+        """Remove groups about to be written again, so the new write replaces them whole."""
+        marks = ",".join("?" * len(group_ids))
+        for group_seq, group_id in self._conn.execute(
+            f"SELECT group_seq, group_id FROM groups WHERE group_id IN ({marks})", tuple(group_ids)
+        ).fetchall():
+            _delete_group(self._conn, group_seq, group_id, self._threshold)
+
+    def _insert(self, rows: _Rows) -> None:
+        conn = self._conn
+        conn.executemany(
+            "INSERT INTO groups (group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs,"
+            " first_seq, last_seq, failed, reward_sum, reward_sq, low, high, prompt_tokens, completion_tokens,"
+            " turns, tool_calls, seconds, first_started_at, last_ended_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows.groups,
+        )
+        try:
+            conn.executemany(
+                "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows.rollouts,
+            )
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"a rollout id of these groups is stored already in another group ({exc})") from exc
+        conn.executemany("INSERT INTO transcripts VALUES (?, ?, ?, ?)", rows.transcripts)
+        conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rows.rewards)
+        conn.executemany(
+            "INSERT INTO rollouts_fts (rowid, answer, error, transcript, ids) VALUES (?, ?, ?, ?, ?)", rows.search
+        )
+        conn.executemany(
+            "INSERT INTO example_figures (example_id, idx, rollouts, failed, passed, reward_sum, groups)"
+            " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (example_id) DO UPDATE SET"
+            " rollouts = rollouts + excluded.rollouts, failed = failed + excluded.failed,"
+            " passed = passed + excluded.passed, reward_sum = reward_sum + excluded.reward_sum, groups = groups + 1",
+            rows.examples,
+        )
+        conn.executemany(
+            "INSERT INTO batches (batch, rollouts) VALUES (?, ?)"
+            " ON CONFLICT (batch) DO UPDATE SET rollouts = rollouts + excluded.rollouts",
+            rows.batches,
+        )
+        conn.executemany("INSERT OR IGNORE INTO batch_components VALUES (?, ?)", rows.components)
+        conn.executemany(
+            "INSERT INTO logs (rollout_id, group_id, time, level, levelno, logger, message, "
+            "file, line, turn, phase, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows.logs,
+        )
+
+
+class _Rows:
+    """The table rows of the groups of one transaction."""
+
+    def __init__(self, *, scrubbed: bool = False) -> None:
+        self.scrubbed = scrubbed
+        self.groups: list[tuple[Any, ...]] = []
+        self.rollouts: list[tuple[Any, ...]] = []
+        self.transcripts: list[tuple[Any, ...]] = []
+        self.rewards: list[tuple[Any, ...]] = []
+        self.search: list[tuple[Any, ...]] = []
+        self.examples: list[tuple[Any, ...]] = []
+        self.batches: list[tuple[Any, ...]] = []
+        self.components: list[tuple[Any, ...]] = []
+        self.logs: list[tuple[Any, ...]] = []
+
+    def _text(self, value: Any) -> Any:
+        return _codec.scrub(value) if self.scrubbed and isinstance(value, str) else value
+
+    def add(self, group: GroupWrite, seq: int, threshold: float) -> int:
+        """Add one group's rows, its rollouts numbered from ``seq``; returns the next free number."""
+        first = seq
+        totals: list[float] = []
+        failed = prompt = completion = turns = tool_calls = 0
+        seconds = 0.0
+        components: set[str] = set()
+        for entry in group.logs:
+            self.logs.append(self._log(None, group.group_id, entry))
+        for sample, outcome in zip(group.sample_indices, group.outcomes, strict=True):
+            rewards = {self._text(str(name)): float(value) for name, value in outcome.rewards.items()}
+            scored = is_scored(outcome.termination_reason, rewards)
+            total = sum(rewards.values()) if rewards else None
+            usage = outcome.usage
+            calls = sum(turn.tool_calls for turn in outcome.turns)
+            final_text = self._text(extract_completion_text(outcome.messages))
+            error = self._text(outcome.error)
+            rollout_id = self._text(outcome.rollout_id)
+            self.rollouts.append(
+                (
+                    seq,
+                    rollout_id,
+                    self._text(group.group_id),
+                    self._text(group.example_id),
+                    sample,
+                    group.step,
+                    group.batch,
+                    outcome.split,
+                    self._text(outcome.termination_reason),
+                    error,
+                    int(scored),
+                    total,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                    len(outcome.turns),
+                    calls,
+                    outcome.started_at,
+                    outcome.ended_at,
+                    outcome.seconds,
+                    final_text,
+                )
+            )
+            self.transcripts.append(
+                (
+                    seq,
+                    _codec.pack(outcome.messages),
+                    _codec.pack(outcome.turns),  # orjson writes the slotted dataclasses as asdict() would
+                    _codec.pack(asdict(outcome.sampling)) if outcome.sampling is not None else None,
+                )
+            )
+            self.search.append(
+                (
+                    seq,
+                    final_text,
+                    error or "",
+                    self._text(_codec.search_text(outcome.messages)),
+                    f"{rollout_id} {self._text(group.example_id)}",
+                )
+            )
+            for name, value in rewards.items():
+                self.rewards.append((seq, name, value))
+                components.add(name)
+            for entry in outcome.logs:
+                self.logs.append(self._log(rollout_id, group.group_id, entry))
+            totals.append(total if total is not None else 0.0)
+            failed += not scored
+            prompt += usage.prompt_tokens
+            completion += usage.completion_tokens
+            turns += len(outcome.turns)
+            tool_calls += calls
+            seconds += outcome.seconds
+            seq += 1
+        size = len(group.outcomes)
+        passed = sum(total >= threshold for total in totals)
+        self.groups.append(
+            (
+                self._text(group.group_id),
+                self._text(group.example_id),
+                group.example_idx,
+                group.batch,
+                group.step,
+                size,
+                group.started_at,
+                group.ended_at,
+                self._text(dumps([asdict(entry) for entry in group.logs])) if group.logs else None,
+                first,
+                seq - 1,
+                failed,
+                sum(totals),
+                sum(total * total for total in totals),
+                min(totals, default=None),
+                max(totals, default=None),
+                prompt,
+                completion,
+                turns,
+                tool_calls,
+                seconds,
+                min((outcome.started_at for outcome in group.outcomes), default=None),
+                max((outcome.ended_at for outcome in group.outcomes), default=None),
+            )
+        )
+        self.examples.append((self._text(group.example_id), group.example_idx, size, failed, passed, sum(totals)))
+        self.batches.append((group.batch, size))
+        self.components.extend((group.batch, name) for name in components)
+        return seq
+
+    def _log(self, rollout_id: str | None, group_id: str, entry: LogEntry) -> tuple[Any, ...]:
+        return (
+            rollout_id,
+            self._text(group_id),
+            entry.time,
+            self._text(entry.level),
+            _LEVELS.get(entry.level, 0),
+            self._text(entry.logger),
+            self._text(entry.message),
+            self._text(entry.file),
+            entry.line,
+            entry.turn,
+            self._text(entry.phase),
+            self._text(entry.traceback),
+        )
+
+
+def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, threshold: float) -> None:
+    """Take a stored group out of every table and figure (it is about to be written again)."""
+    group = conn.execute(
+        "SELECT example_id, batch, size, first_seq, last_seq, failed, reward_sum FROM groups WHERE group_seq = ?",
+        (group_seq,),
+    ).fetchone()
+    example_id, batch, size, first, last, failed, reward_sum = group
+    passed = conn.execute(
+        "SELECT COUNT(*) FROM rollouts WHERE seq BETWEEN ? AND ? AND COALESCE(reward, 0) >= ?", (first, last, threshold)
+    ).fetchone()[0]
+    for seq, final_text, error, rollout_id, messages in conn.execute(
+        "SELECT r.seq, r.final_text, r.error, r.rollout_id, t.messages FROM rollouts AS r"
+        " JOIN transcripts AS t ON t.seq = r.seq WHERE r.seq BETWEEN ? AND ?",
+        (first, last),
+    ).fetchall():
+        conn.execute(
+            "INSERT INTO rollouts_fts (rollouts_fts, rowid, answer, error, transcript, ids)"
+            " VALUES ('delete', ?, ?, ?, ?, ?)",
+            (
+                seq,
+                final_text,
+                error or "",
+                _codec.search_text(_codec.decode(messages) or []),
+                f"{rollout_id} {example_id}",
+            ),
+        )
+    for table in ("rollouts", "transcripts", "rewards"):
+        conn.execute(f"DELETE FROM {table} WHERE seq BETWEEN ? AND ?", (first, last))
+    conn.execute("DELETE FROM logs WHERE group_id = ?", (group_id,))
+    conn.execute("DELETE FROM groups WHERE group_seq = ?", (group_seq,))
+    conn.execute(
+        "UPDATE example_figures SET rollouts = rollouts - ?, failed = failed - ?, passed = passed - ?,"
+        " reward_sum = reward_sum - ?, groups = groups - 1 WHERE example_id = ?",
+        (size, failed, passed, reward_sum, example_id),
+    )
+    conn.execute("DELETE FROM example_figures WHERE example_id = ? AND groups <= 0", (example_id,))
+    conn.execute("UPDATE batches SET rollouts = rollouts - ? WHERE batch = ?", (size, batch))
+
+
+def _threshold(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1.0
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _Barrier:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` under the writer's lock, rolled back on error.
+
+    The lock matters because the writer thread and the caller's thread share one
+    connection, and SQLite transactions on one connection cannot interleave.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._conn = conn
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._conn
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        try:
+            self._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self._lock.release()
