@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchmax.engine.engine import GroupResult
+from benchmax.store import is_scored
 
 
 class LiveProgress:
@@ -55,7 +56,7 @@ class LiveProgress:
     def on_group(self, result: GroupResult) -> None:
         for outcome in result.outcomes:
             self._tokens += outcome.usage.total_tokens
-            if not outcome.rewards:
+            if not is_scored(outcome.termination_reason, outcome.rewards):
                 self._failures[outcome.termination_reason] += 1
             for name, value in outcome.rewards.items():
                 self._sums[name] += value

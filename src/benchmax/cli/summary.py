@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from benchmax.store.stats import RunStats
+from benchmax.store import RunStats
 
 _MAX_EXAMPLE_ROWS = 15
 
@@ -55,12 +55,12 @@ def render_summary(console: Console, stats: RunStats, *, client_stats: dict | No
 
     examples = Table(
         title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} "
-        f"of {len(stats.examples)})",
+        f"of {stats.example_count})",
         title_justify="left",
     )
     examples.add_column("example")
     examples.add_column("passed", justify="right")
     examples.add_column("rate", justify="right")
-    for example in sorted(stats.examples, key=lambda e: (e.rate, e.example_id))[:_MAX_EXAMPLE_ROWS]:
+    for example in stats.examples[:_MAX_EXAMPLE_ROWS]:
         examples.add_row(example.example_id, f"{example.passed}/{example.total}", f"{example.rate:.0%}")
     console.print(examples)
