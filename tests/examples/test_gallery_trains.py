@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from benchmax.envs.termination import is_scorable
-from benchmax.store.reader import Run
+from benchmax.store import Run
 from benchmax.train import train
 from benchmax.train.tiny import build_tiny_model
 

@@ -141,7 +141,7 @@ def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server,
 def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
     page: object, server: _Server, runs_dir: Path, shots: Path
 ) -> None:
-    from benchmax.store.queries import RunQueries
+    from benchmax.store import RunQueries
 
     with RunQueries(runs_dir / "a") as run:
         row = run.rollouts(sort="num_tool_calls", descending=True, limit=1).rows[0]
@@ -172,7 +172,7 @@ def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
 
 
 def test_a_script_payload_in_a_model_reply_stays_inert_text(page: object, server: _Server, runs_dir: Path) -> None:
-    from benchmax.store.queries import RolloutFilter, RunQueries
+    from benchmax.store import RolloutFilter, RunQueries
 
     with RunQueries(runs_dir / "a") as run:
         row = run.rollouts(RolloutFilter(text="window.__xss"), limit=1).rows[0]

@@ -11,8 +11,7 @@ from calculator_env import CalculatorEnv
 
 from benchmax.engine import Engine
 from benchmax.envs import SamplingParams
-from benchmax.store import RunWriter
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME, RunWriter
 from benchmax.train import POLICY_URL, InProcessPolicy, RolloutBridge, component_reward, zero_fill
 
 

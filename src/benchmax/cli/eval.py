@@ -18,8 +18,7 @@ from benchmax.envs.rollout import SamplingParams
 from benchmax.runner.config import EMBEDDED, RunConfig
 from benchmax.runner.env_spec import EnvSpecError
 from benchmax.runner.run import arun
-from benchmax.store.reader import Run
-from benchmax.store.writer import StoreError
+from benchmax.store import Run, StoreError
 
 console = Console(stderr=False)
 

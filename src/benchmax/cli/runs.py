@@ -12,9 +12,7 @@ from rich.table import Table
 
 from benchmax.runner.env_spec import EnvSpecError
 from benchmax.runner.rescore import arescore
-from benchmax.store import diff_runs, export_run
-from benchmax.store.reader import Run
-from benchmax.store.writer import StoreError
+from benchmax.store import Run, StoreError, diff_runs, export_run
 
 console = Console()
 

@@ -65,7 +65,7 @@ def train_command(
         raise typer.BadParameter(
             f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
         ) from None
-    from benchmax.store.reader import Run
+    from benchmax.store import Run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "matplotlib", "urllib3"):

@@ -15,8 +15,7 @@ from benchmax.envs.termination import TerminationReason
 from benchmax.envs.types import Example
 from benchmax.runner.config import RunConfig
 from benchmax.runner.env_spec import EnvSpec, EnvSpecError
-from benchmax.store.reader import RolloutRecord, Run
-from benchmax.store.writer import GroupWrite, RunWriter
+from benchmax.store import GroupWrite, RolloutRecord, Run, RunWriter
 
 
 async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path | None = None) -> Path:

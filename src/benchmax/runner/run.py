@@ -30,9 +30,7 @@ from benchmax.envs.types import Example
 from benchmax.runner.config import EMBEDDED, RunConfig
 from benchmax.runner.env_spec import EnvSpec
 from benchmax.runner.executor import GroupExecutor, LocalExecutor
-from benchmax.store.reader import Run
-from benchmax.store.stats import RunStats
-from benchmax.store.writer import GroupWrite, RunWriter, StoreError
+from benchmax.store import GroupWrite, Run, RunStats, RunWriter, StoreError
 
 logger = logging.getLogger("benchmax.runner")
 
