@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,7 +24,6 @@ from benchmax import __version__
 from benchmax.engine.engine import GroupResult
 from benchmax.envs.dataset import to_example
 from benchmax.envs.environment import Environment
-from benchmax.envs.errors import DatasetError
 from benchmax.envs.rollout import RolloutRequest, SamplingParams, StaticBearerAuth
 from benchmax.envs.types import Example
 from benchmax.runner.config import EMBEDDED, RunConfig
@@ -114,14 +113,12 @@ async def arun(
         await executor.start()
         data_dir = Path(config.data_dir or default_dir or Path.cwd())
         examples = await load_examples(env, config, data_dir)
-        _check_examples(writer, examples, config.split, resume)
+        await asyncio.to_thread(writer.sync_examples, config.split, examples, resume=resume)
         async with _model_endpoint(config, run_dir) as (base_url, model):
             writer.set_meta(model=model, base_url=base_url if config.base_url != EMBEDDED else EMBEDDED)
             auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
-            new_rollouts = await _schedule(
-                config, executor, examples, writer, observer, base_url, model, auth
-            )
-        for batch in writer.batches():
+            new_rollouts = await _schedule(config, executor, examples, writer, observer, base_url, model, auth)
+        for batch in await asyncio.to_thread(writer.unfilled_batches):
             await asyncio.to_thread(writer.fill_batch, batch)
         writer.set_meta(
             status="completed",
@@ -172,36 +169,32 @@ def evaluate(env: str | Environment, **options: Any) -> RunResult:
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
 
 
-async def load_examples(env: Environment, config: RunConfig, data_dir: Path) -> list[Example]:
+async def load_examples(env: Environment, config: RunConfig, data_dir: Path) -> ExampleStream:
     dataset = await env.create_dataset(config.split, data_dir, max_examples=config.max_examples)
-    examples = []
-    seen: set[str] = set()
-    for index, item in enumerate(dataset):
-        example = to_example(item, where=f"{type(env).__name__} {config.split}[{index}]")
-        if example.id in seen:
-            raise DatasetError(f"{config.split}[{index}]: duplicate example id {example.id!r}")
-        seen.add(example.id)
-        examples.append(example)
-        if config.max_examples is not None and len(examples) >= config.max_examples:
-            break
-    return examples
+    return ExampleStream(dataset, where=f"{type(env).__name__} {config.split}", limit=config.max_examples)
 
 
-def _check_examples(writer: RunWriter, examples: Sequence[Example], split: str, resume: bool) -> None:
-    stored = writer.example_ids()
-    current = [example.id for example in examples]
-    if not stored:
-        writer.add_examples(split, examples)
-        return
-    if resume and stored != current:
-        first = next(
-            (i for i, (a, b) in enumerate(zip(stored, current, strict=False)) if a != b),
-            min(len(stored), len(current)),
-        )
-        raise StoreError(
-            f"the dataset changed since this run started: {len(stored)} stored examples vs "
-            f"{len(current)} now, first difference at index {first}; resume needs the same data"
-        )
+class ExampleStream:
+    """The run's examples, validated as they are read, and readable more than once.
+
+    The runner streams the dataset (storing or checking it, then scheduling it)
+    instead of holding a second copy of it: a run's memory does not grow with its
+    dataset beyond what the env itself holds. Duplicate ids are caught by the store
+    as the examples are stored.
+    """
+
+    def __init__(self, dataset: Any, *, where: str, limit: int | None) -> None:
+        if iter(dataset) is dataset:  # a one-shot iterator: keep it, it cannot be read twice
+            dataset = list(dataset)
+        self._dataset = dataset
+        self._where = where
+        self._limit = limit
+
+    def __iter__(self) -> Iterator[Example]:
+        for index, item in enumerate(self._dataset):
+            if self._limit is not None and index >= self._limit:
+                return
+            yield to_example(item, where=f"{self._where}[{index}]")
 
 
 @contextlib.asynccontextmanager
@@ -218,7 +211,7 @@ async def _model_endpoint(config: RunConfig, run_dir: Path) -> AsyncIterator[tup
 async def _schedule(
     config: RunConfig,
     executor: GroupExecutor,
-    examples: Sequence[Example],
+    examples: Iterable[Example],
     writer: RunWriter,
     observer: RunObserver | None,
     base_url: str,
@@ -227,19 +220,22 @@ async def _schedule(
 ) -> int:
     size = config.group_size
     per_batch = config.groups_per_batch()
-    done = writer.completed_groups()
-    pending = [
-        (index, example)
-        for index, example in enumerate(examples)
-        if group_id(config.split, example) not in done
-    ]
+    # One pass to count what is left per batch (a batch is zero-filled once its last
+    # group lands), one to run it; neither holds the dataset or the set of done groups.
+    examples_seen = 0
+    left_in_batch: Counter[int] = Counter()
+    for chunk in _pending_chunks(examples, writer, config.split):
+        examples_seen += chunk.examples
+        left_in_batch.update(_batch(index, per_batch) for index, _ in chunk.pending)
+    pending = sum(left_in_batch.values())
     if observer is not None:
         observer.on_start(
-            total_rollouts=len(examples) * size,
-            done_rollouts=(len(examples) - len(pending)) * size,
+            total_rollouts=examples_seen * size,
+            done_rollouts=(examples_seen - pending) * size,
             run_dir=writer.run_dir,
         )
-    left_in_batch: Counter[int] = Counter(_batch(index, per_batch) for index, _ in pending)
+    if not pending:
+        return 0
     slots = asyncio.Semaphore(max(1, config.concurrency // size))
     written = 0
 
@@ -262,7 +258,8 @@ async def _schedule(
             started = time.time()
             result = await executor.run_group(requests)
             batch = _batch(index, per_batch)
-            writer.write_group(
+            # waits while the store's writer lags: the slot stays taken, so no new group starts
+            await writer.awrite_group(
                 GroupWrite(
                     group_id=gid,
                     example_id=example.id,
@@ -284,15 +281,16 @@ async def _schedule(
         finally:
             slots.release()
 
-    tasks: list[asyncio.Task[None]] = []
+    tasks: set[asyncio.Task[None]] = set()
     stop = _install_sigterm()
     try:
-        for index, example in pending:
-            await slots.acquire()
-            for finished in [task for task in tasks if task.done()]:
-                tasks.remove(finished)
-                finished.result()
-            tasks.append(asyncio.create_task(run_group(index, example)))
+        for chunk in _pending_chunks(examples, writer, config.split):
+            for index, example in chunk.pending:
+                await slots.acquire()
+                for finished in [task for task in tasks if task.done()]:
+                    tasks.discard(finished)
+                    finished.result()
+                tasks.add(asyncio.create_task(run_group(index, example)))
         await asyncio.gather(*tasks)
     finally:
         stop()
@@ -300,6 +298,29 @@ async def _schedule(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return written
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    examples: int
+    pending: list[tuple[int, Example]]
+
+
+def _pending_chunks(examples: Iterable[Example], writer: RunWriter, split: str, size: int = 1000) -> Iterator[_Chunk]:
+    """The examples in chunks, each with those of its examples whose group is not stored yet."""
+    chunk: list[tuple[int, Example]] = []
+    for index, example in enumerate(examples):
+        chunk.append((index, example))
+        if len(chunk) >= size:
+            yield _pending(chunk, writer, split)
+            chunk = []
+    if chunk:
+        yield _pending(chunk, writer, split)
+
+
+def _pending(chunk: list[tuple[int, Example]], writer: RunWriter, split: str) -> _Chunk:
+    done = writer.completed_among([group_id(split, example) for _, example in chunk])
+    return _Chunk(len(chunk), [(index, example) for index, example in chunk if group_id(split, example) not in done])
 
 
 def make_executor(config: RunConfig, env: Environment) -> GroupExecutor:
