@@ -6,6 +6,7 @@ figures every face shows (CLI summary, inspector, static export) are
 figure has one definition wherever it appears.
 """
 
+from benchmax.store._codec import decode as decode_transcript
 from benchmax.store._compare import Delta, RunDiff, compare, diff_runs
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
 from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Spread
@@ -13,7 +14,7 @@ from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, R
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, is_scored, run_status
-from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, GroupWrite, RunWriter, StoreError
+from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, GroupWrite, RolloutScore, RunWriter, ScoredGroup, StoreError
 
 __all__ = [
     "DB_NAME",
@@ -33,6 +34,7 @@ __all__ = [
     "ReasonCount",
     "RolloutFilter",
     "RolloutRecord",
+    "RolloutScore",
     "Run",
     "RunDiff",
     "RunQueries",
@@ -40,9 +42,11 @@ __all__ = [
     "RunStatus",
     "RunWriter",
     "SchemaError",
+    "ScoredGroup",
     "Spread",
     "StoreError",
     "compare",
+    "decode_transcript",
     "diff_runs",
     "export_run",
     "is_scored",

@@ -141,10 +141,24 @@ def upgrade_v1(conn: sqlite3.Connection) -> None:
 
 
 def _copy_transcripts(conn: sqlite3.Connection) -> None:
-    cursor = conn.execute(
+    _copy_rows(
+        conn,
         "SELECT o.seq, r.messages, r.turns, r.sampling, r.final_text, r.error, r.rollout_id, r.example_id"
-        " FROM v1_rollouts AS r JOIN v1_order AS o ON o.rollout_id = r.rollout_id ORDER BY o.seq"
+        " FROM v1_rollouts AS r JOIN v1_order AS o ON o.rollout_id = r.rollout_id ORDER BY o.seq",
     )
+
+
+def copy_v1_transcripts(conn: sqlite3.Connection, schema: str) -> None:
+    """Compress and index the transcripts of the version-1 run attached as ``schema``, keeping its numbers."""
+    _copy_rows(
+        conn,
+        "SELECT seq, messages, turns, sampling, final_text, error, rollout_id, example_id"
+        f" FROM {schema}.rollouts ORDER BY seq",
+    )
+
+
+def _copy_rows(conn: sqlite3.Connection, select: str) -> None:
+    cursor = conn.execute(select)
     while rows := cursor.fetchmany(1000):
         transcripts: list[tuple[Any, ...]] = []
         search: list[tuple[Any, ...]] = []
@@ -157,15 +171,8 @@ def _copy_transcripts(conn: sqlite3.Connection) -> None:
                     _codec.pack_json(sampling.encode()) if sampling else None,
                 )
             )
-            search.append(
-                (
-                    seq,
-                    final_text,
-                    error or "",
-                    _codec.search_text(_codec.decode(messages) or []),
-                    f"{rollout_id} {example_id}",
-                )
-            )
+            text = _codec.search_text(_codec.decode(messages) or [])
+            search.append((seq, final_text, error or "", text, f"{rollout_id} {example_id}"))
         conn.executemany("INSERT INTO transcripts VALUES (?, ?, ?, ?)", transcripts)
         conn.executemany(
             "INSERT INTO rollouts_fts (rowid, answer, error, transcript, ids) VALUES (?, ?, ?, ?, ?)", search

@@ -165,6 +165,16 @@ class Run:
         while rows := cursor.fetchmany(chunk):
             yield rows
 
+    def rollout_rows_between(self, first: int, last: int, *, chunk: int = _CHUNK) -> Iterator[list[tuple[Any, ...]]]:
+        """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks."""
+        cursor = self._conn.execute(
+            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            " WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq",
+            (first, last),
+        )
+        while rows := cursor.fetchmany(chunk):
+            yield rows
+
     def _seq_ranges(self, *, group_id: str | None, example_id: str | None) -> list[tuple[int, int]]:
         clauses, params = [], []
         if group_id is not None:

@@ -64,6 +64,28 @@ class GroupWrite:
     ended_at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutScore:
+    """A stored rollout scored again: what changed, keyed by its ``seq`` in the source run."""
+
+    seq: int
+    termination_reason: str
+    error: str | None
+    rewards: Mapping[str, float]
+    logs: tuple[LogEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredGroup:
+    """A source group scored again; everything else is copied from the source run."""
+
+    group_id: str
+    scores: tuple[RolloutScore, ...]
+    logs: tuple[LogEntry, ...] = ()
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
 dumps = _codec.dumps
 
 
@@ -76,7 +98,8 @@ class RunWriter:
         self.run_dir = run_dir
         self._conn = conn
         self._lock = threading.Lock()
-        self._queue: queue.Queue[GroupWrite | _Barrier | None] = queue.Queue()
+        self._queue: queue.Queue[GroupWrite | ScoredGroup | _Barrier | None] = queue.Queue()
+        self._source: str | None = None
         self._room = threading.Condition()
         self._queued = 0
         self._limit = max(1, max_queued_rollouts)
@@ -288,6 +311,53 @@ class RunWriter:
     async def aflush(self) -> None:
         await asyncio.to_thread(self.flush)
 
+    # -- a run derived from another (rescoring) -------------------------------------------
+
+    def adopt(self, source: str | Path) -> int:
+        """Make this (new, empty) run a copy of ``source``'s examples and transcripts.
+
+        Rescoring changes rewards, never transcripts: the compressed transcripts and
+        their search index are copied as stored, under the same ``seq`` numbers, and
+        each group is then written with :meth:`write_scores`. Returns the number of
+        rollouts adopted.
+        """
+        db = _schema.locate(source)
+        self.flush()
+        with self._lock:
+            if self._conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]:
+                raise StoreError(f"{self.run_dir} holds rollouts already; a rescored run starts empty")
+            self._conn.execute("ATTACH DATABASE ? AS src", (f"{db.resolve().as_uri()}?mode=ro",))
+        layout = self._source_layout()
+        if layout > _schema.SCHEMA_VERSION:
+            raise _schema.SchemaError(f"{db} was written by a newer benchmax; upgrade benchmax to rescore it")
+        with _transaction(self._conn, self._lock):
+            self._conn.execute("INSERT INTO examples SELECT example_id, idx, split, payload FROM src.examples")
+            if layout >= 2:
+                self._conn.execute("INSERT INTO transcripts SELECT * FROM src.transcripts")
+                for table in ("rollouts_fts_data", "rollouts_fts_idx"):
+                    self._conn.execute(f"DELETE FROM {table}")
+                    self._conn.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
+            else:
+                _compat.copy_v1_transcripts(self._conn, "src")
+            count = self._conn.execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]
+        self._source = "src"
+        self._seq = count and self._conn.execute("SELECT MAX(seq) FROM transcripts").fetchone()[0] + 1
+        return count
+
+    def _source_layout(self) -> int:
+        row = self._conn.execute("SELECT value FROM src.meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 1
+
+    def write_scores(self, group: ScoredGroup) -> None:
+        """Queue a group of an adopted run with its new scores (blocks while the queue is full)."""
+        if self._source is None:
+            raise StoreError("write_scores needs a run that adopted its source first (RunWriter.adopt)")
+        self._check()
+        self._wait_for_room(len(group.scores))
+        with self._room:
+            self._queued += len(group.scores)
+        self._queue.put(group)
+
     # -- batches ----------------------------------------------------------------------
 
     def fill_batch(self, batch: int) -> None:
@@ -355,7 +425,7 @@ class RunWriter:
     def _drain(self) -> None:
         while True:
             item = self._queue.get()
-            pending: list[GroupWrite] = []
+            pending: list[GroupWrite | ScoredGroup] = []
             barriers: list[_Barrier] = []
             stop = False
             size = 0
@@ -367,7 +437,7 @@ class RunWriter:
                     barriers.append(item)
                 else:
                     pending.append(item)
-                    size += len(item.outcomes)
+                    size += len(item.outcomes) if isinstance(item, GroupWrite) else len(item.scores)
                 if stop or size >= _COMMIT_ROLLOUTS:
                     break
                 try:
@@ -388,7 +458,14 @@ class RunWriter:
             if stop:
                 return
 
-    def _commit(self, groups: Sequence[GroupWrite]) -> None:
+    def _commit(self, items: Sequence[GroupWrite | ScoredGroup]) -> None:
+        scored = [item for item in items if isinstance(item, ScoredGroup)]
+        groups = [item for item in items if isinstance(item, GroupWrite)]
+        if scored:
+            with _transaction(self._conn, self._lock):
+                _write_scores(self._conn, scored, self._threshold)
+        if not groups:
+            return
         with _transaction(self._conn, self._lock):
             self._replace_existing([group.group_id for group in groups])
             for scrubbed in (False, True):
@@ -598,6 +675,108 @@ class _Rows:
             self._text(entry.phase),
             self._text(entry.traceback),
         )
+
+
+def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], threshold: float) -> None:
+    """Rows of rescored groups: the source's rollouts with their new scores, the new figures."""
+    rollouts, rewards, logs, group_rows, examples, batches, components = [], [], [], [], [], [], []
+    for group in groups:
+        source = conn.execute(
+            "SELECT example_id, example_idx, batch, step, size FROM src.groups WHERE group_id = ?", (group.group_id,)
+        ).fetchone()
+        if source is None:
+            raise StoreError(f"no group {group.group_id!r} in the source run")
+        example_id, example_idx, batch, step, size = source
+        totals: list[float] = []
+        failed = 0
+        names: set[str] = set()
+        for score in group.scores:
+            values = {str(name): float(value) for name, value in score.rewards.items()}
+            ok = is_scored(score.termination_reason, values)
+            total = sum(values.values()) if values else None
+            rollouts.append((score.termination_reason, score.error, int(ok), total, score.seq))
+            rewards.extend((score.seq, name, value) for name, value in values.items())
+            names.update(values)
+            totals.append(total if total is not None else 0.0)
+            failed += not ok
+        seqs = [score.seq for score in group.scores]
+        if max(seqs) - min(seqs) + 1 != len(seqs):
+            raise StoreError(
+                f"group {group.group_id!r} of the source run is not stored in one piece; "
+                "resume the source run once (benchmax eval --resume) to upgrade it, then rescore"
+            )
+        group_rows.append((group, example_id, example_idx, batch, step, size, min(seqs), max(seqs), failed, totals))
+        examples.append(
+            (example_id, example_idx, len(totals), failed, sum(t >= threshold for t in totals), sum(totals))
+        )
+        batches.append((batch, len(totals)))
+        components.extend((batch, name) for name in names)
+        ids = dict(
+            conn.execute(
+                f"SELECT seq, rollout_id FROM src.rollouts WHERE seq IN ({','.join('?' * len(seqs))})", seqs
+            ).fetchall()
+        )
+        for entry in group.logs:
+            logs.append(_log_row(None, group.group_id, entry))
+        for score in group.scores:
+            logs.extend(_log_row(ids.get(score.seq), group.group_id, entry) for entry in score.logs)
+    conn.executemany(
+        "INSERT INTO rollouts SELECT r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch,"
+        " r.split, ?, ?, ?, ?, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
+        " r.ended_at, r.seconds, r.final_text FROM src.rollouts AS r WHERE r.seq = ?",
+        rollouts,
+    )
+    conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rewards)
+    for group, example_id, example_idx, batch, step, size, first, last, failed, totals in group_rows:
+        tokens = conn.execute(
+            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(num_turns), 0),"
+            " COALESCE(SUM(num_tool_calls), 0), COALESCE(SUM(seconds), 0.0), MIN(started_at), MAX(ended_at)"
+            " FROM rollouts WHERE seq BETWEEN ? AND ?",
+            (first, last),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO groups (group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs,"
+            " first_seq, last_seq, failed, reward_sum, reward_sq, low, high, prompt_tokens, completion_tokens,"
+            " turns, tool_calls, seconds, first_started_at, last_ended_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                group.group_id, example_id, example_idx, batch, step, size, group.started_at, group.ended_at,
+                dumps([asdict(entry) for entry in group.logs]) if group.logs else None, first, last, failed,
+                sum(totals), sum(t * t for t in totals), min(totals, default=None), max(totals, default=None),
+                *tokens,
+            ),
+        )  # fmt: skip
+    _upsert_figures(conn, examples, batches, components)
+    conn.executemany(_LOG_INSERT, logs)
+
+
+def _upsert_figures(conn: sqlite3.Connection, examples: list[Any], batches: list[Any], components: list[Any]) -> None:
+    conn.executemany(
+        "INSERT INTO example_figures (example_id, idx, rollouts, failed, passed, reward_sum, groups)"
+        " VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT (example_id) DO UPDATE SET"
+        " rollouts = rollouts + excluded.rollouts, failed = failed + excluded.failed,"
+        " passed = passed + excluded.passed, reward_sum = reward_sum + excluded.reward_sum, groups = groups + 1",
+        examples,
+    )
+    conn.executemany(
+        "INSERT INTO batches (batch, rollouts) VALUES (?, ?)"
+        " ON CONFLICT (batch) DO UPDATE SET rollouts = rollouts + excluded.rollouts",
+        batches,
+    )
+    conn.executemany("INSERT OR IGNORE INTO batch_components VALUES (?, ?)", components)
+
+
+_LOG_INSERT = (
+    "INSERT INTO logs (rollout_id, group_id, time, level, levelno, logger, message, "
+    "file, line, turn, phase, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _log_row(rollout_id: str | None, group_id: str, entry: LogEntry) -> tuple[Any, ...]:
+    return (
+        rollout_id, group_id, entry.time, entry.level, _LEVELS.get(entry.level, 0), entry.logger, entry.message,
+        entry.file, entry.line, entry.turn, entry.phase, entry.traceback,
+    )  # fmt: skip
 
 
 def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, threshold: float) -> None:
