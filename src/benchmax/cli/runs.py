@@ -45,13 +45,20 @@ def rescore_command(
     run_dir: Annotated[Path, typer.Argument(help="The run whose transcripts to score again.")],
     env: Annotated[str | None, typer.Argument(help="Env spec (default: the one the run used).")] = None,
     output: Annotated[Path | None, typer.Option("--run-dir", help="Where to write the new run.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Processes scoring in parallel [default: one per core (up to 8) for big runs]."),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Groups scored at once in all (bounds a judge's calls in flight).")
+    ] = 64,
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no model calls)."""
     from benchmax.cli.summary import render_summary
 
     _open(run_dir).close()
     try:
-        target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output))
+        target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output, workers=workers, concurrency=concurrency))
     except (StoreError, EnvSpecError) as exc:
         console.print(f"[red]error[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -74,9 +81,7 @@ def diff_command(
     for delta in result.components:
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    changed = sorted(
-        (d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or "")
-    )
+    changed = sorted((d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or ""))
     per_example = Table(title=f"examples with the largest changes ({len(changed)} changed)", title_justify="left")
     for column in ("example", "component", "A", "B", "delta"):
         per_example.add_column(column, justify="right" if column in ("A", "B", "delta") else "left")

@@ -1,118 +1,270 @@
-"""Rescoring: the env's current reward code over a stored run's transcripts, into a new run."""
+"""Rescoring: the env's current reward code over a stored run's transcripts, into a new run.
+
+The new run adopts the source's transcripts as stored (they do not change) and
+only the scores are computed and written. Scoring is spread over worker
+processes (each loads the env once and scores chunks of groups read straight
+from the source file), so a cheap reward uses the machine's cores; within a
+worker, groups are scored concurrently up to a bound, so a judge-based reward
+(a model call per rollout) keeps at most ``concurrency`` calls in flight in all.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
 import time
-from collections import defaultdict
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from benchmax import __version__
-from benchmax.engine.engine import Engine, StoredRollout
-from benchmax.envs.base_env import BaseEnv
-from benchmax.envs.rollout import RolloutRequest, SamplingParams, TurnRecord, Usage
-from benchmax.envs.termination import TerminationReason
-from benchmax.envs.types import Example
+from benchmax.engine import Engine, EngineConfig, StoredRollout
+from benchmax.envs import BaseEnv, Example, RolloutRequest, SamplingParams, TerminationReason, TurnRecord, Usage
 from benchmax.runner.config import RunConfig
 from benchmax.runner.env_spec import EnvSpec, EnvSpecError
-from benchmax.store import GroupWrite, RolloutRecord, Run, RunWriter
+from benchmax.store import RolloutScore, Run, RunWriter, ScoredGroup, decode_transcript
+
+_CHUNK_GROUPS = 250
+_IN_PROCESS_BELOW = 20_000
+"""Runs smaller than this (rollouts) are rescored in this process: starting workers costs more."""
 
 
-async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path | None = None) -> Path:
+async def arescore(
+    source: Path,
+    *,
+    env_spec: str | None = None,
+    run_dir: Path | None = None,
+    workers: int | None = None,
+    concurrency: int = 64,
+) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
     Operational failures stay failures (there is no transcript to score);
     rollout ids, groups and batches are kept so ``benchmax diff`` lines up.
+    ``workers`` processes score (default: one per core, up to 8, for big runs;
+    this process for small ones); at most ``concurrency`` groups are scored at once.
     """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
     with Run(source) as old:
         meta = old.meta
         config = RunConfig.from_meta(meta["config"])
-        spec = EnvSpec(env_spec or config.env, config.env_kwargs)
-        target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
-        env = spec.load()
-        if not isinstance(env, BaseEnv):
-            raise EnvSpecError(f"{spec.spec}: rescoring needs a BaseEnv (its compute_reward hooks)")
-        writer = RunWriter.create(
-            target,
-            {
-                **{key: value for key, value in meta.items() if key not in ("status", "error")},
-                "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
-                "kind": "rescore",
-                "rescored_from": str(source),
-                "status": "running",
-                "started_at": time.time(),
-                "versions": {**meta.get("versions", {}), "benchmax": __version__},
-            },
-        )
-        engine = Engine(env, config.engine)
-        began = time.time()
-        try:
-            examples = {example.id: example for example in old.examples()}
-            writer.add_examples(config.split, old.examples())
-            by_group: dict[str, list[RolloutRecord]] = defaultdict(list)
-            for record in old.rollouts():
-                by_group[record.group_id].append(record)
-            groups = {group.group_id: group for group in old.groups()}
-            for group_id, records in by_group.items():
-                records.sort(key=lambda record: record.sample_index)
-                example = examples.get(records[0].example_id) or Example(
-                    records[0].example_id, {"prompt_messages": records[0].messages[:1]}
-                )
-                requests = [_request(record, example, meta) for record in records]
-                started = time.time()
-                result = await engine.rescore_group(requests, [_stored(record) for record in records])
-                group = groups[group_id]
-                writer.write_group(
-                    GroupWrite(
-                        group_id=group_id,
-                        example_id=example.id,
-                        example_idx=group.example_idx,
-                        batch=group.batch,
-                        step=group.step,
-                        outcomes=result.outcomes,
-                        sample_indices=tuple(record.sample_index for record in records),
-                        logs=result.logs,
-                        started_at=started,
-                        ended_at=time.time(),
-                    )
-                )
-            for batch in writer.batches():
-                writer.fill_batch(batch)
-            writer.set_meta(status="completed", ended_at=time.time(), active_seconds=time.time() - began)
-        finally:
-            await engine.aclose()
-            await env.aclose()
-            writer.close()
+        rollouts = len(old)
+        chunks = _chunks(old)
+    spec = EnvSpec(env_spec or config.env, config.env_kwargs)
+    target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
+    workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
+    job = _Job(str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers))
+    if workers == 1:
+        scorer = _Scorer(job)
+        scorer.load()  # fails early, before the new run exists, when the env cannot rescore
+    writer = RunWriter.create(
+        target,
+        {
+            **{key: value for key, value in meta.items() if key not in ("status", "error")},
+            "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
+            "kind": "rescore",
+            "rescored_from": str(source),
+            "status": "running",
+            "started_at": time.time(),
+            "versions": {**meta.get("versions", {}), "benchmax": __version__},
+        },
+    )
+    began = time.time()
+    try:
+        await asyncio.to_thread(writer.adopt, source)
+        if workers == 1:
+            try:
+                for chunk in chunks:
+                    for group in await scorer.score(chunk):
+                        await asyncio.to_thread(writer.write_scores, group)
+            finally:
+                await scorer.aclose()
+        else:
+            await _in_workers(job, chunks, workers, writer)
+        for batch in await asyncio.to_thread(writer.unfilled_batches):
+            await asyncio.to_thread(writer.fill_batch, batch)
+        writer.set_meta(status="completed", ended_at=time.time(), active_seconds=time.time() - began)
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) else "failed"
+        with contextlib.suppress(Exception):
+            writer.set_meta(status=status, ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        writer.close()
     return target
 
 
-def _request(record: RolloutRecord, example: Example, meta: dict) -> RolloutRequest:
-    sampling = SamplingParams.from_dict(record.sampling)
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What a worker needs to score chunks of the source run (picklable)."""
+
+    source: str
+    env: str
+    env_kwargs: dict[str, Any]
+    engine: EngineConfig
+    meta: dict[str, Any]
+    concurrency: int
+
+
+def _chunks(run: Run) -> list[tuple[int, int]]:
+    """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
+    ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
+    return [
+        (ranges[start][0], ranges[min(start + _CHUNK_GROUPS, len(ranges)) - 1][1])
+        for start in range(0, len(ranges), _CHUNK_GROUPS)
+    ]
+
+
+async def _in_workers(job: _Job, chunks: Sequence[tuple[int, int]], workers: int, writer: RunWriter) -> None:
+    context = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    with concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_worker_start, initargs=(job,)
+    ) as pool:
+        pending = {loop.run_in_executor(pool, _worker_score, chunk) for chunk in chunks}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    for group in future.result():
+                        await asyncio.to_thread(writer.write_scores, group)
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+class _Scorer:
+    """Scores chunks of the source run with the env's reward hooks (one per process)."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.env: BaseEnv | None = None
+        self.engine: Engine | None = None
+        self.run: Run | None = None
+
+    def load(self) -> None:
+        env = EnvSpec(self.job.env, self.job.env_kwargs).load()
+        if not isinstance(env, BaseEnv):
+            raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
+        self.env = env
+        self.engine = Engine(env, self.job.engine)
+        self.run = Run(self.job.source)
+        self.examples: dict[str, Example] = {}
+
+    async def score(self, chunk: tuple[int, int]) -> list[ScoredGroup]:
+        assert self.run is not None and self.engine is not None
+        first, last = chunk
+        groups = self.run.sql(
+            "SELECT group_id, example_id, first_seq, last_seq FROM groups WHERE first_seq BETWEEN ? AND ?"
+            " ORDER BY first_seq",
+            (first, last),
+        )
+        records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
+        examples = self._examples({example_id for _, example_id, _, _ in groups})
+        slots = asyncio.Semaphore(self.job.concurrency)
+
+        async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
+            rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
+            example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
+            async with slots:
+                started = time.time()
+                result = await self.engine.rescore_group(  # type: ignore[union-attr]
+                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                )
+            return ScoredGroup(
+                group_id=group_id,
+                scores=tuple(
+                    RolloutScore(row[0], outcome.termination_reason, outcome.error, dict(outcome.rewards), outcome.logs)
+                    for row, outcome in zip(rows, result.outcomes, strict=True)
+                ),
+                logs=result.logs,
+                started_at=started,
+                ended_at=time.time(),
+            )
+
+        return list(await asyncio.gather(*(one(*group) for group in groups)))
+
+    def _examples(self, wanted: set[str]) -> dict[str, Example]:
+        assert self.run is not None
+        missing = sorted(wanted - self.examples.keys())
+        for start in range(0, len(missing), 500):
+            part = missing[start : start + 500]
+            for example_id, payload in self.run.sql(
+                f"SELECT example_id, payload FROM examples WHERE example_id IN ({','.join('?' * len(part))})", part
+            ):
+                self.examples[example_id] = Example(example_id, orjson.loads(payload))
+        found = {example_id: self.examples[example_id] for example_id in wanted if example_id in self.examples}
+        if len(self.examples) > 50_000:
+            self.examples.clear()
+        return found
+
+    async def aclose(self) -> None:
+        if self.engine is not None:
+            await self.engine.aclose()
+        if self.env is not None:
+            await self.env.aclose()
+        if self.run is not None:
+            self.run.close()
+
+
+_worker: tuple[_Scorer, asyncio.AbstractEventLoop] | None = None
+
+
+def _worker_start(job: _Job) -> None:
+    import atexit
+
+    global _worker
+    loop = asyncio.new_event_loop()
+    scorer = _Scorer(job)
+    scorer.load()
+    _worker = (scorer, loop)
+    atexit.register(lambda: loop.run_until_complete(scorer.aclose()))
+
+
+def _worker_score(chunk: tuple[int, int]) -> list[ScoredGroup]:
+    assert _worker is not None
+    scorer, loop = _worker
+    return loop.run_until_complete(scorer.score(chunk))
+
+
+def _messages(row: Sequence[Any]) -> list[dict[str, Any]]:
+    return decode_transcript(row[19]) or []
+
+
+def _request(row: Sequence[Any], example: Example, meta: dict[str, Any]) -> RolloutRequest:
     return RolloutRequest(
-        rollout_id=record.rollout_id,
+        rollout_id=row[1],
         example=example,
         model=str(meta.get("model") or "stored"),
         base_url="stored://transcript",
-        split=record.split,  # type: ignore[arg-type]
-        sampling=sampling,
+        split=row[7],
+        sampling=SamplingParams.from_dict(decode_transcript(row[21]) if row[21] else None),
     )
 
 
-def _stored(record: RolloutRecord) -> StoredRollout:
+def _stored(row: Sequence[Any]) -> StoredRollout:
+    messages = decode_transcript(row[19]) or []
     turns = tuple(
-        TurnRecord(**{**turn, "usage": Usage(**turn.get("usage", {}))}) for turn in record.turns
+        TurnRecord(**{**turn, "usage": Usage(**turn.get("usage", {}))}) for turn in decode_transcript(row[20]) or []
     )
-    reason, error = record.termination_reason, record.error
+    reason, error = row[8], row[9]
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
-        reason, error = _loop_reason(record), None
-    return StoredRollout(record.messages, reason, error, turns)
+        reason, error = _loop_reason(messages, turns), None
+    return StoredRollout(messages, reason, error, turns)
 
 
-def _loop_reason(record: RolloutRecord) -> str:
+def _loop_reason(messages: list[dict[str, Any]], turns: tuple[TurnRecord, ...]) -> str:
     """How the model loop ended, for a rollout whose stored reason is its scoring failure."""
-    if record.turns and record.turns[-1].get("finish_reason") == "length":
+    if turns and turns[-1].finish_reason == "length":
         return TerminationReason.OUTPUT_EXCEEDED
-    last = record.messages[-1] if record.messages else {}
+    last = messages[-1] if messages else {}
     if last.get("role") == "assistant" and not last.get("tool_calls"):
         return TerminationReason.FINISHED
     return TerminationReason.MAX_TURNS_EXCEEDED
