@@ -63,3 +63,33 @@ class AddEnv(BaseEnv):
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         answer = extract_completion_text(rollout.messages).strip()
         return {"correct": float(answer == str(rollout.example_args["answer"]))}
+
+
+class JudgedAddEnv(AddEnv):
+    """``AddEnv`` whose reward asks a model (the fake server) before scoring: a judge-like,
+    I/O-bound reward, for measuring a rescore's bounded concurrency.
+
+    The judge endpoint is read from ``BENCH_JUDGE_URL`` (the fake server's ``/v1``).
+    """
+
+    def __init__(self, examples: int = 1000, **kwargs: Any) -> None:
+        super().__init__(examples, **kwargs)
+        self._session: Any = None
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        import os
+
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        body = {"model": "judge", "messages": [{"role": "user", "content": "What is 1 + 1?"}]}
+        async with self._session.post(f"{os.environ['BENCH_JUDGE_URL']}/chat/completions", json=body) as reply:
+            reply.raise_for_status()
+            await reply.read()
+        return await super().compute_reward(rollout)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        await super().aclose()
