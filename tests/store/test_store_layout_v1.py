@@ -59,7 +59,7 @@ def test_a_version_1_file_exports_the_same_rows(runs, tmp_path):
 
 
 def test_resuming_a_version_1_run_upgrades_it_and_keeps_every_figure(runs):
-    current, old = runs
+    _, old = runs
     before = _figures(old)
 
     writer = RunWriter.resume(old)

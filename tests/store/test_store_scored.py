@@ -56,5 +56,10 @@ def test_the_store_the_records_the_summary_and_the_inspector_count_the_same_roll
     assert (overview["scored"], overview["failed"]) == (2, 4)
     assert examples[0]["failed"] == 4
     reasons = {item["reason"]: (item["count"], item["scored"]) for item in overview["reasons"]}
-    assert reasons == {"finished": (2, 1), "max_turns_exceeded": (1, 1), "group_reward_error": (1, 0), "model_error": (2, 0)}
+    assert reasons == {
+        "finished": (2, 1),
+        "max_turns_exceeded": (1, 1),
+        "group_reward_error": (1, 0),
+        "model_error": (2, 0),
+    }
     assert dict(stats.errors) == {"finished": 1, "group_reward_error": 1, "model_error": 2}

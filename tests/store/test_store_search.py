@@ -23,11 +23,8 @@ def run_dir(tmp_path: Path) -> Path:
     for index, (name, (answer, error, prompt)) in enumerate(TRANSCRIPTS.items()):
         messages = [{"role": "user", "content": prompt}]
         if name == "tools":
-            messages.append(
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": "c", "type": "function", "function": {"name": "calculator_v2", "arguments": '{"expr": "2+2"}'}}
-                ]}
-            )  # fmt: skip
+            call = {"id": "c", "type": "function", "function": {"name": "calculator_v2", "arguments": '{"expr": "2"}'}}
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         messages.append({"role": "assistant", "content": answer})
         outcome = RolloutOutcome(
             rewards={} if error else {"x": 1.0},

@@ -105,7 +105,9 @@ def downgrade(source: Path, target: Path) -> Path:
         conn.executemany("INSERT INTO examples VALUES (?, ?, ?, ?)", run.sql("SELECT * FROM examples"))
         conn.executemany(
             "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            run.sql("SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs FROM groups"),
+            run.sql(
+                "SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs FROM groups"
+            ),
         )
         rows = run.sql(
             "SELECT r.rollout_id, r.seq, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split,"
