@@ -216,6 +216,38 @@ def run_stats(
     )
 
 
+# -- figures kept in the file ---------------------------------------------------------------
+
+CACHED = ("overview", "distributions")
+"""The figures a writer keeps in the file when it closes (the inspector's two big calls)."""
+
+
+def data_stamp(conn: sqlite3.Connection) -> str:
+    """Changes whenever rollouts are added, replaced or zero-filled (metadata aside); cheap."""
+    last = _scalar(conn, "SELECT MAX(seq) FROM rollouts", default=-1)
+    batches = conn.execute("SELECT batch, rollouts, filled_rollouts FROM batches ORDER BY batch").fetchall()
+    return orjson.dumps([last, batches]).decode()
+
+
+def kept(conn: sqlite3.Connection, name: str, stamp: str) -> Any | None:
+    """The figures ``name`` as the writer kept them, if they still describe the run."""
+    row = _one(conn, "SELECT stamp, value FROM figures WHERE name = ?", (name,))
+    return orjson.loads(row[1]) if row is not None and row[0] == stamp else None
+
+
+def keep(conn: sqlite3.Connection) -> None:
+    """Compute the inspector's whole-run figures and keep them in the file (writer side)."""
+    stamp = data_stamp(conn)
+    if all(kept(conn, name, stamp) is not None for name in CACHED):
+        return
+    values = {"overview": overview(conn), "distributions": distributions(conn, {})}
+    conn.executemany(
+        "INSERT INTO figures (name, stamp, value) VALUES (?, ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET stamp = excluded.stamp, value = excluded.value",
+        [(name, stamp, orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()) for name, value in values.items()],
+    )
+
+
 # -- the inspector's two calls -------------------------------------------------------------
 
 
@@ -251,6 +283,24 @@ def overview(conn: sqlite3.Connection, *, bins: int = DEFAULT_BINS) -> dict[str,
             {"reason": item.reason, "count": item.count, "scored": item.scored, "scorable": item.scorable}
             for item in counts
         ],
+    }
+
+
+@_in_snapshot
+def headline(conn: sqlite3.Connection) -> dict[str, Any]:
+    """What a list of runs shows for one: counts, pass and failure rates, component means."""
+    threshold = stored_threshold(conn)
+    counts = reason_counts(conn)
+    total = sum(item.count for item in counts)
+    scored = sum(item.scored for item in counts)
+    return {
+        "rollouts": total,
+        "scored": scored,
+        "failed": total - scored,
+        "failure_rate": (total - scored) / total if total else 0.0,
+        "pass_rate": passed(conn, threshold) / total if total else 0.0,
+        "pass_threshold": threshold,
+        "components": dict(conn.execute("SELECT component, AVG(value) FROM rewards GROUP BY component").fetchall()),
     }
 
 

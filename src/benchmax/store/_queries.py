@@ -300,24 +300,45 @@ class RunQueries:
         return self._cached("headline", self._headline)
 
     def _headline(self) -> dict[str, Any]:
-        figures = self.overview()
-        return {
-            **{
-                key: figures[key]
-                for key in ("rollouts", "scored", "failed", "failure_rate", "pass_rate", "pass_threshold")
-            },
-            "components": {name: item["mean"] for name, item in figures["components"].items()},
-        }
+        kept = self._kept("overview")
+        if kept is not None:
+            return {
+                **{key: kept[key] for key in ("rollouts", "scored", "failed", "failure_rate", "pass_rate")},
+                "pass_threshold": kept["pass_threshold"],
+                "components": {name: item["mean"] for name, item in kept["components"].items()},
+            }
+        return _figures.headline(self._conn())
+
+    def _kept(self, name: str) -> Any | None:
+        """Figures the writer kept in the file, while they still describe the run."""
+        if self.layout < 2:
+            return None
+        conn = self._conn()
+        with _figures.snapshot(conn):
+            return _figures.kept(conn, name, _figures.data_stamp(conn))
 
     def overview(self, *, bins: int = _figures.DEFAULT_BINS) -> dict[str, Any]:
         """The run page's headline figures (:func:`benchmax.store._figures.overview`)."""
-        return self._cached(f"overview:{bins}", lambda: _figures.overview(self._conn(), bins=bins))
+
+        def compute() -> dict[str, Any]:
+            kept = self._kept("overview") if bins == _figures.DEFAULT_BINS else None
+            if kept is not None and kept["pass_threshold"] == self._threshold():
+                return kept
+            return _figures.overview(self._conn(), bins=bins)
+
+        return self._cached(f"overview:{bins}", compute)
 
     def distributions(self, *, bins: int = _figures.DEFAULT_BINS) -> dict[str, Any]:
         """Latency and token spreads, zero-fills, groups without learning signal."""
-        return self._cached(
-            f"distributions:{bins}", lambda: _figures.distributions(self._conn(), self.meta(), bins=bins)
-        )
+
+        def compute() -> dict[str, Any]:
+            kept = self._kept("distributions") if bins == _figures.DEFAULT_BINS else None
+            if kept is None:
+                return _figures.distributions(self._conn(), self.meta(), bins=bins)
+            totals = {"first_started_at": kept["first_started_at"], "last_ended_at": kept["last_ended_at"]}
+            return {**kept, "wall_seconds": _figures.wall_seconds(self.meta(), totals)}
+
+        return self._cached(f"distributions:{bins}", compute)
 
     def stats(self) -> _figures.RunStats:
         """The same figures as the CLI summary prints."""
@@ -342,31 +363,94 @@ class RunQueries:
         """
         flt = flt or RolloutFilter()
         offset, limit = _bounds(offset, limit)
-        where, params = self._rollout_where(flt)
         direction = "DESC" if descending else "ASC"
-        if sort.startswith(QUERY_SPEC["rollouts"]["component_sort"]) and len(sort) > 2:
-            joins = "LEFT JOIN rewards AS s ON s.seq = r.seq AND s.component = ?"
-            order = f"s.value IS NULL, s.value {direction}"
-            join_params: list[Any] = [sort[2:]]
-        else:
-            joins, join_params = "", []
-            column = _ROLLOUT_SQL.get(sort, "r.seq")
-            order = f"{column} IS NULL, {column} {direction}" if column in _NULLABLE else f"{column} {direction}"
         with _figures.snapshot(self._conn()):
-            total = self._scalar(f"SELECT COUNT(*) FROM rollouts AS r {where}", params) or 0
-            seqs = [
-                row[0]
-                for row in self._all(
-                    f"SELECT r.seq FROM rollouts AS r {joins} {where} ORDER BY {order}, r.seq {direction}"
-                    " LIMIT ? OFFSET ?",
-                    [*join_params, *params, limit, offset],
-                )
-            ]
+            text_only = flt == RolloutFilter(text=flt.text, in_transcript=flt.in_transcript) and flt.text
+            if text_only and self.searchable and sort == "seq":
+                total, seqs = self._searched_page(flt, direction, offset, limit)
+            else:
+                where, params = self._rollout_where(flt)
+                total = self._scalar(f"SELECT COUNT(*) FROM rollouts AS r {where}", params) or 0
+                seqs = self._page_seqs(where, params, sort, direction, offset, limit)
             records = self._rows_by_seq(seqs, snippet)
             rewards = self._rewards_by_seq(seqs)
         for record in records:
             record["rewards"] = rewards.get(record["seq"], {})
         return Page(records, total, offset, limit)
+
+    def _searched_page(self, flt: RolloutFilter, direction: str, offset: int, limit: int) -> tuple[int, list[int]]:
+        """A text search in stored order, answered by the index alone."""
+        query = match_query(flt.text or "", in_transcript=flt.in_transcript)
+        if query is None:
+            return 0, []
+        total = self._scalar("SELECT COUNT(*) FROM rollouts_fts WHERE rollouts_fts MATCH ?", (query,)) or 0
+        rows = self._all(
+            f"SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ? ORDER BY rowid {direction} LIMIT ? OFFSET ?",
+            (query, limit, offset),
+        )
+        return total, [row[0] for row in rows]
+
+    def _page_seqs(
+        self, where: str, params: list[Any], sort: str, direction: str, offset: int, limit: int
+    ) -> list[int]:
+        """The ``seq`` of one page: values in ``direction``, missing values last, ties by ``seq``.
+
+        Rows with a value and rows without are paged apart, each in the order of an
+        index (``(value, seq)``), so a sorted page reads about ``offset + limit`` entries.
+        """
+        prefix = QUERY_SPEC["rollouts"]["component_sort"]
+        if sort.startswith(prefix) and len(sort) > len(prefix):
+            name = sort[len(prefix) :]
+            present = (
+                f"SELECT s.seq FROM rewards AS s JOIN rollouts AS r ON r.seq = s.seq"
+                f" WHERE s.component = ? {where.replace('WHERE', 'AND', 1)}"
+            )
+            ordered = f"{present} ORDER BY s.value {direction}, s.seq {direction}"
+            missing = (
+                f"SELECT r.seq FROM rollouts AS r {where or 'WHERE 1'} AND NOT EXISTS"
+                " (SELECT 1 FROM rewards AS m WHERE m.seq = r.seq AND m.component = ?)"
+            )
+            return self._two_part_page(
+                (ordered, [name, *params]), (present, [name, *params]), (missing, [*params, name]),
+                direction, offset, limit,
+            )  # fmt: skip
+        column = _ROLLOUT_SQL.get(sort, "r.seq")
+        if column in _NULLABLE:
+            base = where or "WHERE 1"
+            present = f"SELECT r.seq FROM rollouts AS r {base} AND {column} IS NOT NULL"
+            ordered = f"{present} ORDER BY {column} {direction}, r.seq {direction}"
+            missing = f"SELECT r.seq FROM rollouts AS r {base} AND {column} IS NULL"
+            return self._two_part_page(
+                (ordered, params), (present, params), (missing, params), direction, offset, limit
+            )
+        tiebreak = "" if column == "r.seq" else f", r.seq {direction}"
+        rows = self._all(
+            f"SELECT r.seq FROM rollouts AS r {where} ORDER BY {column} {direction}{tiebreak} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [row[0] for row in rows]
+
+    def _two_part_page(
+        self,
+        ordered: tuple[str, list[Any]],
+        present: tuple[str, list[Any]],
+        missing: tuple[str, list[Any]],
+        direction: str,
+        offset: int,
+        limit: int,
+    ) -> list[int]:
+        """A page over the rows with a value (in ``ordered``'s order), then those without (by ``seq``)."""
+        sql, params = ordered
+        seqs = [row[0] for row in self._all(f"{sql} LIMIT ? OFFSET ?", [*params, limit, offset])]
+        if len(seqs) == limit:
+            return seqs
+        with_value = offset + len(seqs) if seqs else self._scalar(f"SELECT COUNT(*) FROM ({present[0]})", present[1])
+        sql, params = missing
+        rest = self._all(
+            f"{sql} ORDER BY r.seq {direction} LIMIT ? OFFSET ?",
+            [*params, limit - len(seqs), max(0, offset - with_value)],
+        )
+        return seqs + [row[0] for row in rest]
 
     def _rollout_where(self, flt: RolloutFilter) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -380,8 +464,7 @@ class RunQueries:
                 clauses.append(clause)
                 params.extend(values)
         if flt.failed is not None:
-            clauses.append("r.scored = ?")
-            params.append(0 if flt.failed else 1)
+            clauses.append("r.scored = 0" if flt.failed else "r.scored = 1")  # literal: the partial index matches
         if flt.component:
             bounds = ["c.component = ?"]
             params.append(flt.component)

@@ -13,6 +13,9 @@ Laid out for runs of millions of rollouts:
   the writer computes as each group lands (sizes, failures, reward sums and
   spread), so the no-signal count, the groups table and the pass rate per
   example never aggregate every rollout.
+* ``figures`` keeps the whole-run figures (``_figures``) the writer computed when it
+  closed, with the state of the run they describe, so a finished run's inspector
+  opens without a pass over it;
 * ``rollouts_fts`` is a contentless FTS5 index of each rollout's text, filled
   in the same transaction as its rollout.
 * Raw rewards are rows with ``filled = 0``; the batch zero-fill adds rows with
@@ -110,6 +113,7 @@ CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (termination_reason, s
 CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (reward);
 CREATE INDEX IF NOT EXISTS rollouts_by_seconds ON rollouts (seconds);
 CREATE INDEX IF NOT EXISTS rollouts_by_completion ON rollouts (completion_tokens);
+CREATE INDEX IF NOT EXISTS rollouts_failed ON rollouts (termination_reason) WHERE scored = 0;
 CREATE TABLE IF NOT EXISTS transcripts (
     seq INTEGER PRIMARY KEY,
     messages BLOB NOT NULL,
@@ -123,7 +127,12 @@ CREATE TABLE IF NOT EXISTS rewards (
     filled INTEGER NOT NULL,
     PRIMARY KEY (seq, component)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS rewards_by_component ON rewards (component, value, filled);
+CREATE INDEX IF NOT EXISTS rewards_by_component ON rewards (component, value, seq, filled);
+CREATE TABLE IF NOT EXISTS figures (
+    name TEXT PRIMARY KEY,
+    stamp TEXT NOT NULL,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS batches (
     batch INTEGER PRIMARY KEY,
     rollouts INTEGER NOT NULL,

@@ -31,7 +31,7 @@ from benchmax.envs.errors import DatasetError
 from benchmax.envs.rollout import LogEntry, RolloutOutcome
 from benchmax.envs.types import Example
 from benchmax.rewards import extract_completion_text
-from benchmax.store import _codec, _compat, _schema
+from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._vocabulary import is_scored
 
 logger = logging.getLogger("benchmax.store")
@@ -410,9 +410,16 @@ class RunWriter:
         ]
 
     def close(self) -> None:
+        """Commit what is queued, keep the whole-run figures in the file, and close."""
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        if self._error is None:
+            try:
+                with _transaction(self._conn, self._lock):
+                    _figures.keep(self._conn)
+            except sqlite3.Error:
+                logger.exception("keeping the run's figures failed; readers compute them instead")
         self._conn.close()
         self._check()
 
