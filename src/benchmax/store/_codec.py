@@ -11,6 +11,7 @@ as is. The dictionary is part of the file format: never change it, add a codec.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
@@ -46,6 +47,7 @@ _ZLIB_DICT_1 = (
     b'"},{"role":"assistant","content":"'
 )
 _CODEC_ZLIB_1 = 1
+_ZLIB_1 = bytes((_CODEC_ZLIB_1,))
 
 SEARCH_TEXT_CHARS = 100_000
 """The most transcript text one rollout puts in the search index (longer is cut)."""
@@ -90,15 +92,21 @@ def pack_json(text: bytes) -> bytes:
     return bytes((_CODEC_ZLIB_1,)) + packer.compress(text) + packer.flush()
 
 
+@functools.lru_cache(maxsize=64)
+def unpack_repeated(value: bytes) -> bytes | None:
+    """:func:`unpack_json` for values most rollouts share (a run's sampling parameters)."""
+    return unpack_json(value)
+
+
 def unpack_json(value: bytes | str | None) -> bytes | None:
     """The JSON text of a stored transcript value (version 1 stored it uncompressed)."""
+    if value.__class__ is bytes and value[:1] == _ZLIB_1:
+        # a complete raw DEFLATE stream: decompress() returns all of it, no flush() needed
+        return zlib.decompressobj(-15, _ZLIB_DICT_1).decompress(value[1:])
     if value is None:
         return None
     if isinstance(value, str):
         return value.encode()
-    if value[:1] == bytes((_CODEC_ZLIB_1,)):
-        unpacker = zlib.decompressobj(-15, _ZLIB_DICT_1)
-        return unpacker.decompress(memoryview(value)[1:]) + unpacker.flush()
     raise ValueError(f"unknown transcript codec {value[:1]!r} in the run store; upgrade benchmax to read it")
 
 
