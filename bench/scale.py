@@ -573,13 +573,24 @@ def main(argv: list[str] | None = None) -> int:
             if name in args.skip:
                 continue
             clock = time.perf_counter()
-            step()
-            print(f"{name}: done in {time.perf_counter() - clock:.1f}s", file=sys.stderr, flush=True)
+            try:
+                step()
+            except Exception as exc:  # report what was measured, and what failed
+                figures.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
+                print(f"{name}: FAILED: {exc}", file=sys.stderr, flush=True)
+                if name == "build":
+                    break
+            else:
+                print(f"{name}: done in {time.perf_counter() - clock:.1f}s", file=sys.stderr, flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(figures, indent=1))
     figures.pop("rescored_dir", None)
     print(report(figures))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
-    return 0
+    for name, error in figures.get("errors", {}).items():
+        print(f"step {name} failed: {error}")
+    return 1 if figures.get("errors") else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from v1_store import downgrade
 
 from benchmax import open_run
 from benchmax.envs import RolloutOutcome
-from benchmax.store import SCHEMA_VERSION, GroupWrite, RolloutFilter, RunQueries, RunWriter, export_run
+from benchmax.store import SCHEMA_VERSION, GroupWrite, RolloutFilter, RunQueries, RunWriter, compare, export_run
 
 GROUPS = {
     "e1": [{"correct": 1.0, "fmt": 0.5}, {"correct": 0.0}],
@@ -92,3 +92,21 @@ def test_text_search_on_a_version_1_file_falls_back_to_substrings(runs):
         assert [row["rollout_id"] for row in queries.rollouts(RolloutFilter(text="#1")).rows] == [
             "eval/e1#1", "eval/e2#1", "eval/e3#1"
         ]  # fmt: skip
+
+
+def test_comparing_version_1_files_gives_the_page_current_files_give(runs, tmp_path, make_run):
+    current, old = runs
+    other = make_run(tmp_path / "other", {"e1": [{"correct": 1.0}, {"correct": 1.0}], "e4": [{"correct": 0.5}]})
+    other_old = downgrade(other, tmp_path / "other-old")
+    pages = []
+    for a, b in ((current, other), (old, other_old)):
+        with RunQueries(a) as left, RunQueries(b) as right:
+            pages.append(
+                [
+                    compare(left, right, sort=sort, descending=desc)
+                    for sort in ("delta", "a", "example_id")
+                    for desc in (True, False)
+                ]
+            )
+    assert pages[0] == pages[1]
+    assert pages[0][0]["examples"]["total"] == 4 and pages[0][0]["common"] == 1

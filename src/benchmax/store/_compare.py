@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from benchmax.store import _compat
 from benchmax.store._queries import MAX_PAGE, Page
 
 HEADLINE = "reward"
@@ -67,11 +68,10 @@ class RunDiff:
 def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
     """Every example with rollouts, with the figures a comparison needs."""
     components: dict[str, dict[str, tuple[float, int]]] = {}
-    for example_id, component, mean, count in conn.execute(
-        "SELECT g.example_id, w.component, AVG(w.value), COUNT(*) FROM groups AS g"
-        " JOIN rewards AS w ON w.seq BETWEEN g.first_seq AND g.last_seq GROUP BY g.example_id, w.component"
+    for example_id, component, total, count in conn.execute(
+        "SELECT example_id, component, value_sum, count FROM example_components"
     ).fetchall():
-        components.setdefault(example_id, {})[component] = (mean, count)
+        components.setdefault(example_id, {})[component] = (total / count, count)
     return {
         example_id: ExampleFigures(rollouts, reward_sum / rollouts, passed, components.get(example_id, {}))
         for example_id, rollouts, reward_sum, passed in conn.execute(
@@ -131,6 +131,22 @@ def _component(figures: ExampleFigures, component: str) -> tuple[float | None, i
 _SORTS = {"delta", "pass_delta", "a", "b", "example_id"}
 
 
+_PAGE_SQL = """
+WITH ea AS (SELECT example_id, rollouts, reward_sum, passed FROM main.example_figures WHERE rollouts > 0),
+eb AS (SELECT example_id, rollouts, reward_sum, passed FROM other.example_figures WHERE rollouts > 0),
+joined AS (
+    SELECT COALESCE(ea.example_id, eb.example_id) AS example_id,
+        ea.reward_sum / ea.rollouts AS a, eb.reward_sum / eb.rollouts AS b,
+        CAST(ea.passed AS REAL) / ea.rollouts AS a_pass, CAST(eb.passed AS REAL) / eb.rollouts AS b_pass,
+        COALESCE(ea.rollouts, 0) AS a_rollouts, COALESCE(eb.rollouts, 0) AS b_rollouts
+    FROM ea FULL JOIN eb ON eb.example_id = ea.example_id
+)
+SELECT example_id, a, b, a_pass, b_pass, a_rollouts, b_rollouts, b - a AS delta, b_pass - a_pass AS pass_delta
+FROM joined
+"""
+_SORT_SQL = {"delta": "ABS(delta)", "pass_delta": "pass_delta", "a": "a", "b": "b", "example_id": "example_id"}
+
+
 def compare(
     a: Any,
     b: Any,
@@ -144,6 +160,76 @@ def compare(
     """The inspector's compare page: each run's headline, the component deltas, and a
     page of per-example deltas (``a`` and ``b`` are :class:`RunQueries`)."""
     offset, limit = max(0, int(offset)), max(1, min(MAX_PAGE, int(limit)))
+    if a.layout < 2 or b.layout < 2:
+        return _compare_in_memory(a, b, sort=sort, descending=descending, offset=offset, limit=limit,
+                                  changed_only=changed_only)  # fmt: skip
+    conn, _ = _compat.connect_reader(a.db)
+    try:
+        conn.execute("ATTACH DATABASE ? AS other", (f"{b.db.resolve().as_uri()}?mode=ro",))
+        key = _SORT_SQL.get(sort, "ABS(delta)")
+        direction = "DESC" if descending else "ASC"
+        where = "WHERE delta IS NULL OR ABS(delta) > 1e-12" if changed_only else ""
+        total = conn.execute(f"SELECT COUNT(*) FROM ({_PAGE_SQL}) {where}").fetchone()[0]
+        rows = conn.execute(
+            f"{_PAGE_SQL} {where} ORDER BY {key} IS NULL, {key} {direction}, example_id {direction} LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        only_a, only_b, common = conn.execute(
+            "SELECT SUM(b_rollouts = 0), SUM(a_rollouts = 0), SUM(a_rollouts > 0 AND b_rollouts > 0)"
+            f" FROM ({_PAGE_SQL})"
+        ).fetchone()
+        shared = (
+            "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
+            " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
+            " GROUP BY c.component"
+        )
+        means_a = dict(conn.execute(shared.format(side="main", other="other")).fetchall())
+        means_b = dict(conn.execute(shared.format(side="other", other="main")).fetchall())
+        ids = [row[0] for row in rows]
+        marks = ",".join("?" * len(ids))
+        per_page: dict[tuple[str, str], dict[str, float]] = {}
+        for side in ("main", "other"):
+            for example_id, component, total_value, count in conn.execute(
+                f"SELECT example_id, component, value_sum, count FROM {side}.example_components"
+                f" WHERE example_id IN ({marks})",
+                ids,
+            ).fetchall():
+                per_page.setdefault((side, example_id), {})[component] = total_value / count
+    finally:
+        conn.close()
+    names = sorted(means_a.keys() | means_b.keys())
+    names_fields = ("example_id", "a", "b", "a_pass", "b_pass", "a_rollouts", "b_rollouts", "delta", "pass_delta")
+    page_rows = []
+    for row in rows:
+        item = dict(zip(names_fields, row, strict=True))
+        left, right = per_page.get(("main", item["example_id"]), {}), per_page.get(("other", item["example_id"]), {})
+        item["components"] = {
+            name: _sub(left.get(name), right.get(name)) if item["a_rollouts"] and item["b_rollouts"] else None
+            for name in names
+        }
+        page_rows.append(item)
+    return {
+        "components": [
+            {
+                "component": name,
+                "a": means_a.get(name),
+                "b": means_b.get(name),
+                "delta": _sub(means_a.get(name), means_b.get(name)),
+            }
+            for name in names
+        ],
+        "headline": {"a": a.headline(), "b": b.headline()},
+        "only_a": only_a or 0,
+        "only_b": only_b or 0,
+        "common": common or 0,
+        "examples": Page(page_rows, total, offset, limit).to_dict(),
+    }
+
+
+def _compare_in_memory(
+    a: Any, b: Any, *, sort: str, descending: bool, offset: int, limit: int, changed_only: bool
+) -> dict[str, Any]:
+    """:func:`compare` for version-1 files (their figures are views, not tables to join)."""
     per_a, per_b = example_figures(a._db()), example_figures(b._db())
     result = _diff(per_a, per_b)
     names = [delta.component for delta in result.components if delta.component != HEADLINE]

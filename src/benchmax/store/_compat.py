@@ -62,6 +62,9 @@ _READ_VIEWS = [
     " SUM(f.n) AS rollouts, SUM(f.failed) AS failed, SUM(f.passed) AS passed, SUM(f.reward_sum) AS reward_sum,"
     " COUNT(*) AS groups FROM main.groups AS g JOIN temp.v1_group_figures AS f ON f.group_id = g.group_id"
     " GROUP BY g.example_id",
+    "CREATE TEMP VIEW example_components AS SELECT r.example_id AS example_id, w.component AS component,"
+    " SUM(w.value) AS value_sum, COUNT(*) AS count FROM main.rewards AS w JOIN main.rollouts AS r"
+    " ON r.rollout_id = w.rollout_id GROUP BY r.example_id, w.component",
     "CREATE TEMP VIEW batches AS SELECT batch, COUNT(*) AS rollouts, COUNT(*) AS filled_rollouts"
     " FROM main.rollouts GROUP BY batch",
     "CREATE TEMP VIEW batch_components AS SELECT DISTINCT r.batch AS batch, w.component AS component"
@@ -126,6 +129,10 @@ def upgrade_v1(conn: sqlite3.Connection) -> None:
             " FROM groups AS g JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq GROUP BY g.example_id"
         )
         conn.execute("INSERT INTO batches SELECT batch, SUM(size), NULL FROM groups GROUP BY batch")
+        conn.execute(
+            "INSERT INTO example_components SELECT g.example_id, w.component, SUM(w.value), COUNT(*) FROM groups AS g"
+            " JOIN rewards AS w ON w.seq BETWEEN g.first_seq AND g.last_seq GROUP BY g.example_id, w.component"
+        )
         conn.execute(
             "INSERT INTO batch_components SELECT DISTINCT g.batch, w.component FROM groups AS g"
             " JOIN rewards AS w ON w.seq BETWEEN g.first_seq AND g.last_seq WHERE w.filled = 0"

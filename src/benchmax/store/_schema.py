@@ -12,7 +12,8 @@ Laid out for runs of millions of rollouts:
 * ``groups`` and ``example_figures`` carry the per-group and per-example figures
   the writer computes as each group lands (sizes, failures, reward sums and
   spread), so the no-signal count, the groups table and the pass rate per
-  example never aggregate every rollout.
+  example never aggregate every rollout; ``example_components`` holds each
+  example's sum and count per component (after the zero-fill), for comparisons.
 * ``figures`` keeps the whole-run figures (``_figures``) the writer computed when it
   closed, with the state of the run they describe, so a finished run's inspector
   opens without a pass over it;
@@ -86,6 +87,13 @@ CREATE TABLE IF NOT EXISTS example_figures (
     passed INTEGER NOT NULL,
     reward_sum REAL NOT NULL,
     groups INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS example_components (
+    example_id TEXT NOT NULL,
+    component TEXT NOT NULL,
+    value_sum REAL NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (example_id, component)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rollouts (
     seq INTEGER PRIMARY KEY,

@@ -392,6 +392,7 @@ class RunWriter:
                     " WHERE g.batch = ? AND r.reward IS NULL)",
                     (batch,),
                 )
+                _recount_examples(self._conn, "SELECT DISTINCT example_id FROM groups WHERE batch = ?", (batch,))
             self._conn.execute("UPDATE batches SET filled_rollouts = rollouts WHERE batch = ?", (batch,))
 
     def batches(self) -> list[int]:
@@ -536,6 +537,7 @@ class RunWriter:
             rows.batches,
         )
         conn.executemany("INSERT OR IGNORE INTO batch_components VALUES (?, ?)", rows.components)
+        conn.executemany(_COMPONENT_UPSERT, rows.example_components)
         conn.executemany(
             "INSERT INTO logs (rollout_id, group_id, time, level, levelno, logger, message, "
             "file, line, turn, phase, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -556,6 +558,7 @@ class _Rows:
         self.examples: list[tuple[Any, ...]] = []
         self.batches: list[tuple[Any, ...]] = []
         self.components: list[tuple[Any, ...]] = []
+        self.example_components: list[tuple[Any, ...]] = []
         self.logs: list[tuple[Any, ...]] = []
 
     def _text(self, value: Any) -> Any:
@@ -568,6 +571,7 @@ class _Rows:
         failed = prompt = completion = turns = tool_calls = 0
         seconds = 0.0
         components: set[str] = set()
+        sums: dict[str, list[float]] = {}
         for entry in group.logs:
             self.logs.append(self._log(None, group.group_id, entry))
         for sample, outcome in zip(group.sample_indices, group.outcomes, strict=True):
@@ -623,6 +627,9 @@ class _Rows:
             for name, value in rewards.items():
                 self.rewards.append((seq, name, value))
                 components.add(name)
+                total_count = sums.setdefault(name, [0.0, 0])
+                total_count[0] += value
+                total_count[1] += 1
             for entry in outcome.logs:
                 self.logs.append(self._log(rollout_id, group.group_id, entry))
             totals.append(total if total is not None else 0.0)
@@ -665,6 +672,8 @@ class _Rows:
         self.examples.append((self._text(group.example_id), group.example_idx, size, failed, passed, sum(totals)))
         self.batches.append((group.batch, size))
         self.components.extend((group.batch, name) for name in components)
+        example = self._text(group.example_id)
+        self.example_components.extend((example, name, total, count) for name, (total, count) in sums.items())
         return seq
 
     def _log(self, rollout_id: str | None, group_id: str, entry: LogEntry) -> tuple[Any, ...]:
@@ -687,6 +696,7 @@ class _Rows:
 def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], threshold: float) -> None:
     """Rows of rescored groups: the source's rollouts with their new scores, the new figures."""
     rollouts, rewards, logs, group_rows, examples, batches, components = [], [], [], [], [], [], []
+    example_components: list[tuple[Any, ...]] = []
     for group in groups:
         source = conn.execute(
             "SELECT example_id, example_idx, batch, step, size FROM src.groups WHERE group_id = ?", (group.group_id,)
@@ -697,8 +707,13 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
         totals: list[float] = []
         failed = 0
         names: set[str] = set()
+        sums: dict[str, list[float]] = {}
         for score in group.scores:
             values = {str(name): float(value) for name, value in score.rewards.items()}
+            for name, value in values.items():
+                total_count = sums.setdefault(name, [0.0, 0])
+                total_count[0] += value
+                total_count[1] += 1
             ok = is_scored(score.termination_reason, values)
             total = sum(values.values()) if values else None
             rollouts.append((score.termination_reason, score.error, int(ok), total, score.seq))
@@ -718,6 +733,7 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
         )
         batches.append((batch, len(totals)))
         components.extend((batch, name) for name in names)
+        example_components.extend((example_id, name, total, count) for name, (total, count) in sums.items())
         ids = dict(
             conn.execute(
                 f"SELECT seq, rollout_id FROM src.rollouts WHERE seq IN ({','.join('?' * len(seqs))})", seqs
@@ -754,6 +770,7 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
             ),
         )  # fmt: skip
     _upsert_figures(conn, examples, batches, components)
+    conn.executemany(_COMPONENT_UPSERT, example_components)
     conn.executemany(_LOG_INSERT, logs)
 
 
@@ -771,6 +788,26 @@ def _upsert_figures(conn: sqlite3.Connection, examples: list[Any], batches: list
         batches,
     )
     conn.executemany("INSERT OR IGNORE INTO batch_components VALUES (?, ?)", components)
+
+
+_COMPONENT_UPSERT = (
+    "INSERT INTO example_components (example_id, component, value_sum, count) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (example_id, component) DO UPDATE SET value_sum = value_sum + excluded.value_sum,"
+    " count = count + excluded.count"
+)
+
+
+def _recount_examples(conn: sqlite3.Connection, examples: str, params: tuple[Any, ...]) -> None:
+    """Recompute ``example_components`` of the examples ``examples`` selects (after a fill or a removal)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS recount (example_id TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.recount")
+    conn.execute(f"INSERT OR IGNORE INTO temp.recount {examples}", params)
+    conn.execute("DELETE FROM example_components WHERE example_id IN (SELECT example_id FROM temp.recount)")
+    conn.execute(
+        "INSERT INTO example_components SELECT g.example_id, w.component, SUM(w.value), COUNT(*)"
+        " FROM temp.recount AS x JOIN groups AS g ON g.example_id = x.example_id"
+        " JOIN rewards AS w ON w.seq BETWEEN g.first_seq AND g.last_seq GROUP BY g.example_id, w.component"
+    )
 
 
 _LOG_INSERT = (
@@ -822,6 +859,7 @@ def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, thres
         (size, failed, passed, reward_sum, example_id),
     )
     conn.execute("DELETE FROM example_figures WHERE example_id = ? AND groups <= 0", (example_id,))
+    _recount_examples(conn, "SELECT ?", (example_id,))
     conn.execute("UPDATE batches SET rollouts = rollouts - ? WHERE batch = ?", (size, batch))
 
 
