@@ -7,6 +7,7 @@ else is counted as a failure by the driver.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,12 @@ def prompt(index: int) -> tuple[str, int]:
     return f"What is {a} + {b}? Use the add tool.", a + b
 
 
+def _rows(count: int) -> Iterator[dict[str, Any]]:
+    for index in range(count):
+        question, answer = prompt(index)
+        yield {"prompt_messages": [{"role": "user", "content": question}], "answer": answer}
+
+
 class AddEnv(BaseEnv):
     max_turns = 4
 
@@ -46,11 +53,8 @@ class AddEnv(BaseEnv):
         self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
     ) -> ListDataset:
         count = self.examples if max_examples is None else min(self.examples, max_examples)
-        rows = []
-        for index in range(count):
-            question, answer = prompt(index)
-            rows.append({"prompt_messages": [{"role": "user", "content": question}], "answer": answer})
-        return ListDataset(rows)
+        # rows made one at a time: a million-rollout run's 250k examples are not also held as dicts
+        return ListDataset(_rows(count))
 
     async def list_tools(self) -> list[Tool]:
         return TOOLS
