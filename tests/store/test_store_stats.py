@@ -142,3 +142,22 @@ def test_a_run_of_single_rollout_groups_reports_learning_signal_as_not_applicabl
     console = Console(record=True, width=160)
     render_summary(console, stats)
     assert "n/a: one rollout per group" in console.export_text()
+
+
+def test_the_figures_kept_at_close_are_the_figures_computed_afresh(run_dir, tmp_path):
+    import shutil
+    import sqlite3
+
+    from benchmax.store import RunQueries
+
+    fresh = tmp_path / "fresh"
+    shutil.copytree(run_dir, fresh)
+    with sqlite3.connect(fresh / "run.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM figures").fetchone()[0] == 2, "the writer kept its figures"
+        conn.execute("DELETE FROM figures")
+    with open_run(run_dir) as kept, open_run(fresh) as computed:
+        assert kept.stats() == computed.stats()
+        assert kept.stats(pass_threshold=0.5) == computed.stats(pass_threshold=0.5)
+    with RunQueries(run_dir) as kept, RunQueries(fresh) as computed:
+        assert kept.overview() == computed.overview()
+        assert kept.distributions() == computed.distributions()

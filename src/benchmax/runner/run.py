@@ -113,11 +113,12 @@ async def arun(
         await executor.start()
         data_dir = Path(config.data_dir or default_dir or Path.cwd())
         examples = await load_examples(env, config, data_dir)
-        await asyncio.to_thread(writer.sync_examples, config.split, examples, resume=resume)
         async with _model_endpoint(config, run_dir) as (base_url, model):
             writer.set_meta(model=model, base_url=base_url if config.base_url != EMBEDDED else EMBEDDED)
             auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
-            new_rollouts = await _schedule(config, executor, examples, writer, observer, base_url, model, auth)
+            new_rollouts = await _schedule(
+                config, executor, examples, writer, observer, base_url, model, auth, resume=resume
+            )
         for batch in await asyncio.to_thread(writer.unfilled_batches):
             await asyncio.to_thread(writer.fill_batch, batch)
         writer.set_meta(
@@ -217,16 +218,17 @@ async def _schedule(
     base_url: str,
     model: str,
     auth: StaticBearerAuth | None,
+    *,
+    resume: bool = False,
 ) -> int:
     size = config.group_size
     per_batch = config.groups_per_batch()
-    # One pass to count what is left per batch (a batch is zero-filled once its last
-    # group lands), one to run it; neither holds the dataset or the set of done groups.
-    examples_seen = 0
-    left_in_batch: Counter[int] = Counter()
-    for chunk in _pending_chunks(examples, writer, config.split):
-        examples_seen += chunk.examples
-        left_in_batch.update(_batch(index, per_batch) for index, _ in chunk.pending)
+    # One pass stores (or, resuming, checks) the dataset and counts what is left per
+    # batch (a batch is zero-filled once its last group lands); the groups left are
+    # kept when they are few (a resumed run), else a second pass finds them again.
+    # Neither pass holds the dataset or the set of done groups.
+    counted = await asyncio.to_thread(_count_pending, examples, writer, config.split, per_batch, resume)
+    examples_seen, left_in_batch, kept = counted
     pending = sum(left_in_batch.values())
     if observer is not None:
         observer.on_start(
@@ -284,7 +286,8 @@ async def _schedule(
     tasks: set[asyncio.Task[None]] = set()
     stop = _install_sigterm()
     try:
-        for chunk in _pending_chunks(examples, writer, config.split):
+        chunks = [_Chunk(0, kept)] if kept is not None else _pending_chunks(examples, writer, config.split)
+        for chunk in chunks:
             for index, example in chunk.pending:
                 await slots.acquire()
                 for finished in [task for task in tasks if task.done()]:
@@ -298,6 +301,26 @@ async def _schedule(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return written
+
+
+_KEEP_PENDING = 100_000
+"""Pending groups a first pass keeps (a resumed run's are usually few) instead of finding them again."""
+
+
+def _count_pending(
+    examples: Iterable[Example], writer: RunWriter, split: str, per_batch: int | None, resume: bool
+) -> tuple[int, Counter[int], list[tuple[int, Example]] | None]:
+    seen = 0
+    left: Counter[int] = Counter()
+    kept: list[tuple[int, Example]] | None = []
+    for chunk in _pending_chunks(writer.synced(split, examples, resume=resume), writer, split):
+        seen += chunk.examples
+        left.update(_batch(index, per_batch) for index, _ in chunk.pending)
+        if kept is not None:
+            kept.extend(chunk.pending)
+            if len(kept) > _KEEP_PENDING:
+                kept = None
+    return seen, left, kept
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,7 @@ def _copy_rows(conn: sqlite3.Connection, select: str) -> None:
         )
 
 
-def connect_reader(db: Path) -> tuple[sqlite3.Connection, int]:
+def connect_reader(db: Path, *, mapped: bool = False) -> tuple[sqlite3.Connection, int]:
     """The one way a reader opens a run file of any layout it supports: read-only, and
     with the current table names (a version-1 file gets its views). Returns the
     connection and the file's layout version.
@@ -196,6 +196,8 @@ def connect_reader(db: Path) -> tuple[sqlite3.Connection, int]:
     """
     conn = _schema.connect(db, readonly=True)
     try:
+        if mapped:
+            conn.execute(f"PRAGMA mmap_size={_schema.READER_MMAP_BYTES}")
         found = _schema.check_readable(conn, db)
         if found == 1:
             present_v1(conn)

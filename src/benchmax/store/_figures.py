@@ -189,6 +189,9 @@ def run_stats(
     lowest-passing examples to list; ``None`` lists all)."""
     stored = stored_threshold(conn)
     threshold = stored if pass_threshold is None else float(pass_threshold)
+    fast = _from_kept(conn, meta, threshold, stored, examples)
+    if fast is not None:
+        return fast
     counts = reason_counts(conn)
     totals = group_totals(conn)
     total = sum(item.count for item in counts)
@@ -212,6 +215,53 @@ def run_stats(
         turns=totals["turns"],
         tool_calls=totals["tool_calls"],
         wall_seconds=wall_seconds(meta, totals),
+        reason_counts=tuple(counts),
+    )
+
+
+def _from_kept(
+    conn: sqlite3.Connection, meta: Mapping[str, Any], threshold: float, stored: float, examples: int | None
+) -> RunStats | None:
+    """:class:`RunStats` from the figures the writer kept, when they still describe the run."""
+    try:
+        stamp = data_stamp(conn)
+        top, spread_ = kept(conn, "overview", stamp), kept(conn, "distributions", stamp)
+    except sqlite3.OperationalError:  # a version-1 file keeps none
+        return None
+    if top is None or spread_ is None or "completion_max" not in spread_["tokens"]:
+        return None
+    counts = [ReasonCount(item["reason"], item["count"], item["scored"]) for item in top["reasons"]]
+    total = top["rollouts"]
+    tokens = spread_["tokens"]
+    latency = spread_["latency"]
+    return RunStats(
+        rollouts=total,
+        scored=top["scored"],
+        components={
+            name: ComponentStats(c["count"], c["mean"], c["std"], c["min"], c["max"], c["filled"])
+            for name, c in top["components"].items()
+        },
+        reasons={item.reason: item.count for item in counts},
+        errors={item.reason: item.failed for item in counts if item.failed},
+        pass_threshold=threshold,
+        passed=top["passed"] if threshold == top["pass_threshold"] else passed(conn, threshold),
+        examples=lowest_examples(conn, threshold, limit=examples, stored=stored),
+        example_count=top["examples"],
+        groups=spread_["groups_with_rollouts"],
+        groups_no_signal=spread_["groups_no_signal"],
+        groups_single=spread_["groups_single"],
+        latency=Spread(latency["mean"], latency["p50"], latency["p95"], latency["max"]),
+        completion=Spread(
+            tokens["completion"] / total if total else 0.0,
+            tokens["completion_p50"],
+            tokens["completion_p95"],
+            tokens["completion_max"],
+        ),
+        prompt_tokens=tokens["prompt"],
+        completion_tokens=tokens["completion"],
+        turns=spread_["turns"],
+        tool_calls=spread_["tool_calls"],
+        wall_seconds=wall_seconds(meta, spread_),
         reason_counts=tuple(counts),
     )
 
@@ -321,6 +371,7 @@ def distributions(conn: sqlite3.Connection, meta: Mapping[str, Any], *, bins: in
             "completion": totals["completion_tokens"],
             "completion_p50": completion.p50,
             "completion_p95": completion.p95,
+            "completion_max": completion.max,
             "histogram": [asdict(bar) for bar in column_histogram(conn, "completion_tokens", completion, total, bins)],
         },
         "turns": totals["turns"],

@@ -206,7 +206,7 @@ class RunQueries:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn, self.layout = _compat.connect_reader(self.db)
+            conn, self.layout = _compat.connect_reader(self.db, mapped=True)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)

@@ -183,7 +183,9 @@ WRITER_CACHE_KIB = 32 * 1024
 """The writer's page cache: the text-keyed indexes of a million-rollout run stay in it."""
 
 READER_MMAP_BYTES = 1 << 30
-"""Readers map the file: passes over a big run read pages without a copy per page."""
+"""The inspector maps the file: its passes over a big run read pages without a copy per page.
+
+Not the runner's or a notebook's reader: mapped pages count in a process's RSS."""
 
 
 class SchemaError(RuntimeError):
@@ -204,7 +206,6 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a '?' or '#' in the path stays in it
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-        conn.execute(f"PRAGMA mmap_size={READER_MMAP_BYTES}")
     else:
         conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")

@@ -195,50 +195,63 @@ class RunWriter:
     def sync_examples(self, split: str, examples: Iterable[Example], *, resume: bool) -> int:
         """Store the dataset of a new run, or check that a resumed run's dataset is unchanged.
 
-        Streams in chunks, so a dataset of millions of examples never sits in memory
-        twice. A new run's examples must have distinct ids; a resumed run's must be
-        the stored ones, in the stored order. Returns the number of examples.
+        Returns the number of examples; see :meth:`synced`.
+        """
+        return sum(1 for _ in self.synced(split, examples, resume=resume))
+
+    def synced(self, split: str, examples: Iterable[Example], *, resume: bool) -> Iterator[Example]:
+        """``examples`` again, each chunk stored (a new run) or checked against the stored
+        dataset (a resumed run) before it is yielded.
+
+        Streams, so a dataset of millions of examples never sits in memory twice and
+        a caller can do its own work on each chunk in the same pass. A new run's
+        examples must have distinct ids (else :class:`DatasetError`); a resumed run's
+        must be the stored ones, in the stored order (else :class:`StoreError`, raised
+        at the first difference, or at the end when the dataset got shorter).
         """
         stored = self._read("SELECT COUNT(*) FROM examples")[0][0]
-        if not stored:
-            return self._store_new_examples(split, examples)
         count = 0
         for chunk in _chunks(examples, _CHUNK):
-            expected = [row[0] for row in self._read(
-                "SELECT example_id FROM examples WHERE idx >= ? ORDER BY idx LIMIT ?", (count, len(chunk))
-            )]  # fmt: skip
-            current = [example.id for example in chunk]
-            if resume and expected != current:
-                first = count + next(
-                    (i for i, (a, b) in enumerate(zip(expected, current, strict=False)) if a != b),
-                    min(len(expected), len(current)),
-                )
-                raise StoreError(
-                    f"the dataset changed since this run started: {stored} stored examples vs "
-                    f"{count + len(current)}+ now, first difference at index {first}; resume needs the same data"
-                )
+            if not stored:
+                self._store_chunk(split, count, chunk)
+            elif resume:
+                self._check_chunk(stored, count, chunk)
             count += len(chunk)
-        if resume and count != stored:
+            yield from chunk
+        if stored and resume and count != stored:
             raise StoreError(
                 f"the dataset changed since this run started: {stored} stored examples vs {count} now, "
                 f"first difference at index {min(stored, count)}; resume needs the same data"
             )
-        return count
 
-    def _store_new_examples(self, split: str, examples: Iterable[Example]) -> int:
-        count = 0
-        for chunk in _chunks(examples, _CHUNK):
-            rows = [(example.id, count + i, split, dumps(dict(example.payload))) for i, example in enumerate(chunk)]
-            with _transaction(self._conn, self._lock):
-                before = self._conn.total_changes
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)", rows
-                )
-                if self._conn.total_changes - before != len(rows):
-                    index, example_id = self._duplicate(rows)
-                    raise DatasetError(f"{split}[{index}]: duplicate example id {example_id!r}")
-            count += len(chunk)
-        return count
+    def _check_chunk(self, stored: int, offset: int, chunk: list[Example]) -> None:
+        expected = [
+            row[0]
+            for row in self._read(
+                "SELECT example_id FROM examples WHERE idx >= ? ORDER BY idx LIMIT ?", (offset, len(chunk))
+            )
+        ]
+        current = [example.id for example in chunk]
+        if expected != current:
+            first = offset + next(
+                (i for i, (a, b) in enumerate(zip(expected, current, strict=False)) if a != b),
+                min(len(expected), len(current)),
+            )
+            raise StoreError(
+                f"the dataset changed since this run started: {stored} stored examples vs "
+                f"{offset + len(current)}+ now, first difference at index {first}; resume needs the same data"
+            )
+
+    def _store_chunk(self, split: str, offset: int, chunk: list[Example]) -> None:
+        rows = [(example.id, offset + i, split, dumps(dict(example.payload))) for i, example in enumerate(chunk)]
+        with _transaction(self._conn, self._lock):
+            before = self._conn.total_changes
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)", rows
+            )
+            if self._conn.total_changes - before != len(rows):
+                index, example_id = self._duplicate(rows)
+                raise DatasetError(f"{split}[{index}]: duplicate example id {example_id!r}")
 
     def _duplicate(self, rows: list[tuple[Any, ...]]) -> tuple[int, str]:
         seen: set[str] = set()
