@@ -538,6 +538,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--src", type=Path, default=SRC, help="the benchmax source tree to measure (default: this one)")
     parser.add_argument("--smoke", action="store_true", help="tiny: CI's check that every step runs")
+    parser.add_argument("--reuse", action="store_true", help="measure the run a previous call built (no build step)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.rollouts, args.concurrency, args.repeats = 2_000, 64, 1
@@ -555,9 +556,14 @@ def main(argv: list[str] | None = None) -> int:
     args.root.mkdir(parents=True, exist_ok=True)
     runs = args.root / "runs"
     run_dir = runs / f"scale-{args.rollouts}"
-    shutil.rmtree(runs, ignore_errors=True)
-    runs.mkdir(parents=True)
     figures: dict[str, Any] = {"rollouts": args.rollouts}
+    if args.reuse and (run_dir / "run.sqlite").exists():
+        args.skip.add("build")
+        figures["rollouts"] = _stored(run_dir / "run.sqlite")
+        shutil.rmtree(runs / f"{run_dir.name}-rescored", ignore_errors=True)
+    else:
+        shutil.rmtree(runs, ignore_errors=True)
+        runs.mkdir(parents=True)
     with fake_server() as base_url:
         steps = [
             ("build", lambda: build(args, run_dir, base_url, figures)),
