@@ -306,18 +306,26 @@ def inspector(args: argparse.Namespace, root: Path, run_dir: Path, figures: dict
         for name, path in calls.items():
             if args.cold_per_call or shared is None:
                 if args.cold_per_call and shared is not None:
-                    shared[0].terminate()
-                    shared[0].wait(10)
+                    _stop(shared[0])
                 shared = _inspector(root, args.root / "inspector.log")
             _, base = shared
+            figures["inspector"] = results
             cold = _get(base + path)
             warm = [_get(base + path) for _ in range(args.repeats)]
             results[name] = {"cold_s": round(cold, 3), "warm_s": round(statistics.median(warm), 3)}
     finally:
         if shared is not None:
-            shared[0].terminate()
-            shared[0].wait(10)
+            _stop(shared[0])
     figures["inspector"] = results
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
 
 
 def exports(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) -> None:
@@ -560,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse and (run_dir / "run.sqlite").exists():
         args.skip.add("build")
         figures["rollouts"] = _stored(run_dir / "run.sqlite")
-        shutil.rmtree(runs / f"{run_dir.name}-rescored", ignore_errors=True)
+        rescored = runs / f"{run_dir.name}-rescored"
+        if "rescore" in args.skip and (rescored / "run.sqlite").exists():
+            figures["rescored_dir"] = str(rescored)  # compare with the rescored run a previous call made
     else:
         shutil.rmtree(runs, ignore_errors=True)
         runs.mkdir(parents=True)

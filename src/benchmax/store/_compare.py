@@ -132,18 +132,16 @@ _SORTS = {"delta", "pass_delta", "a", "b", "example_id"}
 
 
 _PAGE_SQL = """
-WITH ea AS (SELECT example_id, rollouts, reward_sum, passed FROM main.example_figures WHERE rollouts > 0),
-eb AS (SELECT example_id, rollouts, reward_sum, passed FROM other.example_figures WHERE rollouts > 0),
-joined AS (
+SELECT example_id, a, b, a_pass, b_pass, a_rollouts, b_rollouts, b - a AS delta, b_pass - a_pass AS pass_delta
+FROM (
     SELECT COALESCE(ea.example_id, eb.example_id) AS example_id,
         ea.reward_sum / ea.rollouts AS a, eb.reward_sum / eb.rollouts AS b,
         CAST(ea.passed AS REAL) / ea.rollouts AS a_pass, CAST(eb.passed AS REAL) / eb.rollouts AS b_pass,
         COALESCE(ea.rollouts, 0) AS a_rollouts, COALESCE(eb.rollouts, 0) AS b_rollouts
-    FROM ea FULL JOIN eb ON eb.example_id = ea.example_id
+    FROM main.example_figures AS ea FULL JOIN other.example_figures AS eb ON eb.example_id = ea.example_id
 )
-SELECT example_id, a, b, a_pass, b_pass, a_rollouts, b_rollouts, b - a AS delta, b_pass - a_pass AS pass_delta
-FROM joined
 """
+"""Every example of either run (a run keeps figures only for examples with rollouts)."""
 _SORT_SQL = {"delta": "ABS(delta)", "pass_delta": "pass_delta", "a": "a", "b": "b", "example_id": "example_id"}
 
 
@@ -168,16 +166,17 @@ def compare(
         conn.execute("ATTACH DATABASE ? AS other", (f"{b.db.resolve().as_uri()}?mode=ro",))
         key = _SORT_SQL.get(sort, "ABS(delta)")
         direction = "DESC" if descending else "ASC"
-        where = "WHERE delta IS NULL OR ABS(delta) > 1e-12" if changed_only else ""
-        total = conn.execute(f"SELECT COUNT(*) FROM ({_PAGE_SQL}) {where}").fetchone()[0]
+        changed = "delta IS NULL OR ABS(delta) > 1e-12"
+        where = f"WHERE {changed}" if changed_only else ""
+        total, only_a, only_b, common = conn.execute(
+            f"SELECT SUM({changed if changed_only else '1'}), SUM(b_rollouts = 0), SUM(a_rollouts = 0),"
+            f" SUM(a_rollouts > 0 AND b_rollouts > 0) FROM ({_PAGE_SQL})"
+        ).fetchone()
+        total = total or 0
         rows = conn.execute(
             f"{_PAGE_SQL} {where} ORDER BY {key} IS NULL, {key} {direction}, example_id {direction} LIMIT ? OFFSET ?",
             (limit, offset),
         ).fetchall()
-        only_a, only_b, common = conn.execute(
-            "SELECT SUM(b_rollouts = 0), SUM(a_rollouts = 0), SUM(a_rollouts > 0 AND b_rollouts > 0)"
-            f" FROM ({_PAGE_SQL})"
-        ).fetchone()
         shared = (
             "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
             " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"

@@ -16,6 +16,7 @@ understands, with the same meaning.
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import sqlite3
@@ -32,6 +33,7 @@ from benchmax.rewards import content_text
 from benchmax.store import _codec, _compat, _figures, _schema
 
 SNIPPET_CHARS = 240
+_CACHED_PAGES = 256
 MAX_PAGE = 500
 _MAX_RANGES = 200
 
@@ -200,6 +202,7 @@ class RunQueries:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[tuple[Any, ...], Any]] = {}
+        self._pages: collections.OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Page]] = collections.OrderedDict()
         self.layout = _schema.SCHEMA_VERSION
         self._conn()
 
@@ -363,15 +366,37 @@ class RunQueries:
         """
         flt = flt or RolloutFilter()
         offset, limit = _bounds(offset, limit)
+        return self._page(("rollouts", flt, sort, descending, offset, limit, snippet), lambda: self._rollouts(
+            flt, sort=sort, descending=descending, offset=offset, limit=limit, snippet=snippet
+        ))  # fmt: skip
+
+    def _page(self, key: tuple[Any, ...], compute: Callable[[], Page]) -> Page:
+        """A page, computed once per state of the run (pages are re-asked by a polling browser)."""
+        stamp = self.stamp()
+        with self._lock:
+            hit = self._pages.get(key)
+            if hit is not None and hit[0] == stamp:
+                self._pages.move_to_end(key)
+                return hit[1]
+        page = compute()
+        with self._lock:
+            self._pages[key] = (stamp, page)
+            while len(self._pages) > _CACHED_PAGES:
+                self._pages.popitem(last=False)
+        return page
+
+    def _rollouts(
+        self, flt: RolloutFilter, *, sort: str, descending: bool, offset: int, limit: int, snippet: int
+    ) -> Page:
         direction = "DESC" if descending else "ASC"
         with _figures.snapshot(self._conn()):
             text_only = flt == RolloutFilter(text=flt.text, in_transcript=flt.in_transcript) and flt.text
             if text_only and self.searchable and sort == "seq":
                 total, seqs = self._searched_page(flt, direction, offset, limit)
             else:
-                where, params = self._rollout_where(flt)
-                total = self._scalar(f"SELECT COUNT(*) FROM rollouts AS r {where}", params) or 0
-                seqs = self._page_seqs(where, params, sort, direction, offset, limit)
+                source, where, params = self._rollout_where(flt)
+                total = self._scalar(f"SELECT COUNT(*) FROM {source} {where}", params) or 0
+                seqs = self._page_seqs(source, where, params, sort, direction, offset, limit)
             records = self._rows_by_seq(seqs, snippet)
             rewards = self._rewards_by_seq(seqs)
         for record in records:
@@ -391,7 +416,7 @@ class RunQueries:
         return total, [row[0] for row in rows]
 
     def _page_seqs(
-        self, where: str, params: list[Any], sort: str, direction: str, offset: int, limit: int
+        self, source: str, where: str, params: list[Any], sort: str, direction: str, offset: int, limit: int
     ) -> list[int]:
         """The ``seq`` of one page: values in ``direction``, missing values last, ties by ``seq``.
 
@@ -402,12 +427,12 @@ class RunQueries:
         if sort.startswith(prefix) and len(sort) > len(prefix):
             name = sort[len(prefix) :]
             present = (
-                f"SELECT s.seq FROM rewards AS s JOIN rollouts AS r ON r.seq = s.seq"
-                f" WHERE s.component = ? {where.replace('WHERE', 'AND', 1)}"
+                f"SELECT s.seq FROM rewards AS s, {source} WHERE r.seq = s.seq AND s.component = ?"
+                f" {where.replace('WHERE', 'AND', 1)}"
             )
             ordered = f"{present} ORDER BY s.value {direction}, s.seq {direction}"
             missing = (
-                f"SELECT r.seq FROM rollouts AS r {where or 'WHERE 1'} AND NOT EXISTS"
+                f"SELECT r.seq FROM {source} {where or 'WHERE 1'} AND NOT EXISTS"
                 " (SELECT 1 FROM rewards AS m WHERE m.seq = r.seq AND m.component = ?)"
             )
             return self._two_part_page(
@@ -417,15 +442,15 @@ class RunQueries:
         column = _ROLLOUT_SQL.get(sort, "r.seq")
         if column in _NULLABLE:
             base = where or "WHERE 1"
-            present = f"SELECT r.seq FROM rollouts AS r {base} AND {column} IS NOT NULL"
+            present = f"SELECT r.seq FROM {source} {base} AND {column} IS NOT NULL"
             ordered = f"{present} ORDER BY {column} {direction}, r.seq {direction}"
-            missing = f"SELECT r.seq FROM rollouts AS r {base} AND {column} IS NULL"
+            missing = f"SELECT r.seq FROM {source} {base} AND {column} IS NULL"
             return self._two_part_page(
                 (ordered, params), (present, params), (missing, params), direction, offset, limit
             )
         tiebreak = "" if column == "r.seq" else f", r.seq {direction}"
         rows = self._all(
-            f"SELECT r.seq FROM rollouts AS r {where} ORDER BY {column} {direction}{tiebreak} LIMIT ? OFFSET ?",
+            f"SELECT r.seq FROM {source} {where} ORDER BY {column} {direction}{tiebreak} LIMIT ? OFFSET ?",
             [*params, limit, offset],
         )
         return [row[0] for row in rows]
@@ -452,7 +477,7 @@ class RunQueries:
         )
         return seqs + [row[0] for row in rest]
 
-    def _rollout_where(self, flt: RolloutFilter) -> tuple[str, list[Any]]:
+    def _rollout_where(self, flt: RolloutFilter) -> tuple[str, str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
         if flt.reasons:
@@ -466,20 +491,21 @@ class RunQueries:
         if flt.failed is not None:
             clauses.append("r.scored = 0" if flt.failed else "r.scored = 1")  # literal: the partial index matches
         if flt.component:
-            bounds = ["c.component = ?"]
+            # seq and component are the rewards' key: at most one row per rollout
+            clauses.append("r.seq = c.seq AND c.component = ?")
             params.append(flt.component)
             if flt.low is not None:
-                bounds.append("c.value >= ?")
+                clauses.append("c.value >= ?")
                 params.append(flt.low)
             if flt.high is not None:
-                bounds.append("c.value <= ?")
+                clauses.append("c.value <= ?")
                 params.append(flt.high)
-            clauses.append("r.seq IN (SELECT c.seq FROM rewards AS c WHERE " + " AND ".join(bounds) + ")")
         if flt.text:
             clause, values = self._text_clause(flt.text, flt.in_transcript)
             clauses.append(clause)
             params.extend(values)
-        return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+        source = "rollouts AS r, rewards AS c" if flt.component else "rollouts AS r"
+        return source, ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def _seq_ranges(self, column: str, value: str) -> tuple[str, list[Any]]:
         """Rollouts of a group or example, by the ``seq`` ranges of their groups."""
@@ -548,6 +574,10 @@ class RunQueries:
         without rollouts yet are listed too.
         """
         offset, limit = _bounds(offset, limit)
+        key = ("examples", sort, descending, offset, limit, text)
+        return self._page(key, lambda: self._examples(sort, descending, offset, limit, text))
+
+    def _examples(self, sort: str, descending: bool, offset: int, limit: int, text: str | None) -> Page:
         direction = "DESC" if descending else "ASC"
         where, flt, params = "", "", []
         if text:
@@ -627,8 +657,15 @@ class RunQueries:
         """Groups with their reward spread; ``no_signal`` keeps those whose siblings all tie
         (``False``: those that do not)."""
         offset, limit = _bounds(offset, limit)
+        key = ("groups", sort, descending, offset, limit, no_signal, example_id)
+        return self._page(key, lambda: self._groups(sort, descending, offset, limit, no_signal, example_id))
+
+    def _groups(
+        self, sort: str, descending: bool, offset: int, limit: int, no_signal: bool | None, example_id: str | None
+    ) -> Page:
         direction = "DESC" if descending else "ASC"
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         if example_id:
             clauses.append("example_id = ?")
             params.append(example_id)

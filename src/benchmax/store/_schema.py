@@ -121,7 +121,7 @@ CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (termination_reason, s
 CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (reward);
 CREATE INDEX IF NOT EXISTS rollouts_by_seconds ON rollouts (seconds);
 CREATE INDEX IF NOT EXISTS rollouts_by_completion ON rollouts (completion_tokens);
-CREATE INDEX IF NOT EXISTS rollouts_failed ON rollouts (termination_reason) WHERE scored = 0;
+CREATE INDEX IF NOT EXISTS rollouts_failed_by_seq ON rollouts (seq) WHERE scored = 0;
 CREATE TABLE IF NOT EXISTS transcripts (
     seq INTEGER PRIMARY KEY,
     messages BLOB NOT NULL,

@@ -432,6 +432,9 @@ class RunWriter:
             try:
                 with _transaction(self._conn, self._lock):
                     _figures.keep(self._conn)
+                # table statistics for the readers' query planner (sampled: milliseconds at a million rollouts)
+                self._conn.execute("PRAGMA analysis_limit=1000")
+                self._conn.execute("ANALYZE")
             except sqlite3.Error:
                 logger.exception("keeping the run's figures failed; readers compute them instead")
         self._conn.close()
