@@ -51,10 +51,11 @@ def _cli(*args: object) -> list[str]:
     return [sys.executable, "-m", "benchmax.cli", *(str(arg) for arg in args)]
 
 
-def _rss_mb(pid: int) -> float | None:
+def _rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """Resident memory of ``pid``; ``RssAnon`` leaves out mapped file pages (a reader's mapped run file)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
@@ -88,6 +89,7 @@ class Watched:
         self.samples: list[tuple[float, float | None, int | None]] = []
         self._period = period
         self.peak_rss_mb = 0.0
+        self.peak_anon_mb = 0.0
         self.seconds = 0.0
         self.returncode: int | None = None
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -105,8 +107,10 @@ class Watched:
     def _sample(self) -> None:
         while self.running():
             rss = _rss_mb(self.process.pid)
+            anon = _rss_mb(self.process.pid, "RssAnon")
             stored = _stored(self.db) if self.db is not None else None
             self.samples.append((time.perf_counter() - self.started, rss, stored))
+            self.peak_anon_mb = max(self.peak_anon_mb, anon or 0.0)
             time.sleep(self._period)
 
     def wait(self, timeout: float | None = None) -> int:
@@ -188,6 +192,7 @@ def build(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[
         "first_window_per_s": _round(_window_rate(watched.samples, 0, window)),
         "last_window_per_s": _round(_window_rate(watched.samples, stored - window, stored)),
         "peak_rss_mb": round(watched.peak_rss_mb, 1),
+        "peak_anon_mb": round(watched.peak_anon_mb, 1),
         "rss_mb_at": _rss_profile(watched.samples, n),
         "exit_on_sigterm": watched.returncode,
     }
@@ -339,6 +344,7 @@ def exports(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) ->
             "seconds": round(watched.seconds, 2),
             "rollouts_per_s": round(n / watched.seconds),
             "peak_rss_mb": round(watched.peak_rss_mb, 1),
+            "peak_anon_mb": round(watched.peak_anon_mb, 1),
             "bytes": output.stat().st_size,
         }
         output.unlink()
@@ -458,7 +464,7 @@ def report(figures: dict[str, Any]) -> str:
         rows += [
             ("eval throughput (to the stop)", f"{ev['rollouts_per_s']:,}/s ({ev['rollouts']:,}, {ev['seconds']} s)"),
             (f"eval first / last {window}", f"{ev['first_window_per_s']} / {ev['last_window_per_s']} rollouts/s"),
-            ("driver peak RSS", f"{ev['peak_rss_mb']} MB"),
+            ("driver peak RSS", f"{ev['peak_rss_mb']} MB ({ev['peak_anon_mb']} MB not file-mapped)"),
             ("driver RSS at 10%..100%", ", ".join(f"{k} {v}" for k, v in ev["rss_mb_at"].items())),
             ("resume (interrupted run): to the first new request", f"{figures.get('resume_to_first_request_s')} s"),
         ]  # fmt: skip
@@ -482,7 +488,8 @@ def report(figures: dict[str, Any]) -> str:
             rows.append(
                 (
                     f"export {fmt}",
-                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, peak RSS {item['peak_rss_mb']} MB)",
+                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, peak RSS {item['peak_rss_mb']} MB,"
+                    f" of which not the mapped run file {item['peak_anon_mb']} MB)",
                 )
             )
     if "rescore" in figures:

@@ -6,6 +6,7 @@ so SQLite reads never block the event loop that serves the other requests.
 
 from __future__ import annotations
 
+import collections
 import re
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ def create_app(path: str | Path, *, token: str | None = None) -> Starlette:
 class _Api:
     def __init__(self, catalog: RunCatalog) -> None:
         self.catalog = catalog
+        # a comparison reads both runs whole: kept per state of the two runs
+        self._compared: collections.OrderedDict[tuple[Any, ...], dict[str, Any]] = collections.OrderedDict()
 
     def shell(self, request: Request) -> HTMLResponse:
         return HTMLResponse(shell.render({"mode": "server"}, root="/"))
@@ -140,13 +143,15 @@ class _Api:
         a, b = params.get("a"), params.get("b")
         if not a or not b:
             raise HTTPException(400, "compare needs two runs: ?a=RUN&b=RUN")
-        result = compare(
-            self.catalog.get(a),
-            self.catalog.get(b),
-            **_paging(request, "delta", descending=True),
-            changed_only=params.get("changed") == "1",
-        )
-        result.update(a=a, b=b)
+        left, right = self.catalog.get(a), self.catalog.get(b)
+        options = {**_paging(request, "delta", descending=True), "changed_only": params.get("changed") == "1"}
+        key = (a, b, tuple(sorted(options.items())), left.stamp(), right.stamp())
+        result = self._compared.get(key)
+        if result is None:
+            result = {**compare(left, right, **options), "a": a, "b": b}
+            self._compared[key] = result
+            while len(self._compared) > 32:
+                self._compared.popitem(last=False)
         return JSONResponse(result)
 
 

@@ -186,7 +186,7 @@ def _copy_rows(conn: sqlite3.Connection, select: str) -> None:
         )
 
 
-def connect_reader(db: Path, *, mapped: bool = False) -> tuple[sqlite3.Connection, int]:
+def connect_reader(db: Path, *, mapped: bool = True) -> tuple[sqlite3.Connection, int]:
     """The one way a reader opens a run file of any layout it supports: read-only, and
     with the current table names (a version-1 file gets its views). Returns the
     connection and the file's layout version.
