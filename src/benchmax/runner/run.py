@@ -342,7 +342,7 @@ def _pending_chunks(examples: Iterable[Example], writer: RunWriter, split: str, 
 
 
 def _pending(chunk: list[tuple[int, Example]], writer: RunWriter, split: str) -> _Chunk:
-    done = writer.completed_among([group_id(split, example) for _, example in chunk])
+    done = writer.completed_in(chunk[0][0], chunk[-1][0])  # groups are stored with their example's position
     return _Chunk(len(chunk), [(index, example) for index, example in chunk if group_id(split, example) not in done])
 
 

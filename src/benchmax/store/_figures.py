@@ -276,7 +276,11 @@ def data_stamp(conn: sqlite3.Connection) -> str:
     """Changes whenever rollouts are added, replaced or zero-filled (metadata aside); cheap."""
     last = _scalar(conn, "SELECT MAX(seq) FROM rollouts", default=-1)
     batches = conn.execute("SELECT batch, rollouts, filled_rollouts FROM batches ORDER BY batch").fetchall()
-    return orjson.dumps([last, batches]).decode()
+    return orjson.dumps([_KEPT_VERSION, last, batches]).decode()
+
+
+_KEPT_VERSION = 2
+"""Bumped whenever the kept figures change shape: older kept figures are then recomputed."""
 
 
 def kept(conn: sqlite3.Connection, name: str, stamp: str) -> Any | None:

@@ -176,7 +176,7 @@ _GROUP_SQL = {
     "high": "high",
     "failed": "failed",
 }
-_NULLABLE = {"r.reward", "low", "high", "step", "r.step"}
+_NULLABLE = {"r.reward", "low", "high"}
 _ROW_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, "
     "r.termination_reason, r.error, r.scored, r.reward, r.prompt_tokens, r.completion_tokens, "

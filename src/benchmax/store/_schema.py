@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS examples (
     split TEXT NOT NULL,
     payload TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS examples_by_idx ON examples (idx);
+CREATE INDEX IF NOT EXISTS examples_by_position ON examples (idx, example_id);
 CREATE TABLE IF NOT EXISTS groups (
     group_seq INTEGER PRIMARY KEY,
     group_id TEXT NOT NULL UNIQUE,
@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS groups (
     last_ended_at REAL
 );
 CREATE INDEX IF NOT EXISTS groups_by_example ON groups (example_id);
-CREATE INDEX IF NOT EXISTS groups_by_order ON groups (example_idx, step);
+CREATE INDEX IF NOT EXISTS groups_by_position ON groups (example_idx, step, group_id);
 CREATE INDEX IF NOT EXISTS groups_by_batch ON groups (batch);
 CREATE INDEX IF NOT EXISTS groups_no_signal ON groups (example_idx, step) WHERE size > 1 AND low = high;
 CREATE TABLE IF NOT EXISTS example_figures (

@@ -269,6 +269,11 @@ class RunWriter:
         """Every stored group id (the whole run in memory: prefer :meth:`completed_among`)."""
         return {row[0] for row in self._read("SELECT group_id FROM groups")}
 
+    def completed_in(self, first_idx: int, last_idx: int) -> set[str]:
+        """The stored groups of the examples at dataset positions ``first_idx..last_idx`` (an index range)."""
+        rows = self._read("SELECT group_id FROM groups WHERE example_idx BETWEEN ? AND ?", (first_idx, last_idx))
+        return {row[0] for row in rows}
+
     def completed_among(self, group_ids: Sequence[str]) -> set[str]:
         """Which of ``group_ids`` are stored (queued groups count once flushed)."""
         done: set[str] = set()
