@@ -211,11 +211,18 @@ class RunWriter:
         """
         stored = self._read("SELECT COUNT(*) FROM examples")[0][0]
         count = 0
-        for chunk in _chunks(examples, _CHUNK):
+        chunks = _chunks(examples, _CHUNK)
+        for chunk in chunks:
             if not stored:
                 self._store_chunk(split, count, chunk)
             elif resume:
-                self._check_chunk(stored, count, chunk)
+                first = self._first_difference(count, chunk)
+                if first is not None:
+                    now = count + len(chunk) + sum(len(rest) for rest in chunks)
+                    raise StoreError(
+                        f"the dataset changed since this run started: {stored} stored examples vs "
+                        f"{now} now, first difference at index {first}; resume needs the same data"
+                    )
             count += len(chunk)
             yield from chunk
         if stored and resume and count != stored:
@@ -224,7 +231,8 @@ class RunWriter:
                 f"first difference at index {min(stored, count)}; resume needs the same data"
             )
 
-    def _check_chunk(self, stored: int, offset: int, chunk: list[Example]) -> None:
+    def _first_difference(self, offset: int, chunk: list[Example]) -> int | None:
+        """The dataset position where ``chunk`` (at ``offset``) differs from the stored examples."""
         expected = [
             row[0]
             for row in self._read(
@@ -232,15 +240,12 @@ class RunWriter:
             )
         ]
         current = [example.id for example in chunk]
-        if expected != current:
-            first = offset + next(
-                (i for i, (a, b) in enumerate(zip(expected, current, strict=False)) if a != b),
-                min(len(expected), len(current)),
-            )
-            raise StoreError(
-                f"the dataset changed since this run started: {stored} stored examples vs "
-                f"{offset + len(current)}+ now, first difference at index {first}; resume needs the same data"
-            )
+        if expected == current:
+            return None
+        return offset + next(
+            (i for i, (a, b) in enumerate(zip(expected, current, strict=False)) if a != b),
+            min(len(expected), len(current)),
+        )
 
     def _store_chunk(self, split: str, offset: int, chunk: list[Example]) -> None:
         rows = [(example.id, offset + i, split, dumps(dict(example.payload))) for i, example in enumerate(chunk)]
