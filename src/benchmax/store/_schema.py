@@ -207,7 +207,9 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a '?' or '#' in the path stays in it
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
     else:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+        # a URI connection, so the ATTACH of another run (read-only, by URI) works on any SQLite build
+        uri = path.resolve().as_uri()
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
