@@ -164,7 +164,9 @@ def run_python(
             )
         except OSError as exc:
             raise SandboxError(f"could not start {argv[0]!r}: {exc}") from exc
-        out, err, timed_out, truncated = _communicate(process, data, started + timeout, max_output_bytes)
+        out, err, timed_out, truncated = _communicate(
+            process, data, started + timeout, max_output_bytes
+        )
         duration = time.monotonic() - started
     finally:
         if own_dir:
