@@ -12,7 +12,7 @@ from calculator_env import CalculatorEnv
 from benchmax.engine import Engine
 from benchmax.envs import SamplingParams
 from benchmax.runner import RunSession
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME
 from benchmax.train import POLICY_URL
 from benchmax.train._policy import InProcessPolicy
 from benchmax.train._rewards import component_reward, zero_fill

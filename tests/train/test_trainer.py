@@ -10,7 +10,7 @@ import torch
 from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
 
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME
 from benchmax.train import build, run
 
 ENV_FILE = str(Path(__file__).with_name("calculator_env.py"))

@@ -46,13 +46,22 @@ def rescore_command(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run whose transcripts to score again.")],
     env: Annotated[str | None, typer.Argument(metavar="ENV", help="Env spec (default: the one the run used).")] = None,
     output: Annotated[Path | None, typer.Option("--run-dir", help="Where to write the new run.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Processes scoring in parallel [default: one per core (up to 8) for big runs]."),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Groups scored at once in all (bounds a judge's calls in flight).")
+    ] = 64,
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no model calls)."""
     from benchmax.cli._summary import render_summary
 
     _open(run_dir).close()
     try:
-        target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output))
+        target = asyncio.run(
+            arescore(run_dir, env_spec=env, run_dir=output, workers=workers, concurrency=concurrency)
+        )
     except BenchmaxError as exc:
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None

@@ -89,13 +89,13 @@ def render_summary(
             )
 
     examples = Table(
-        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {len(stats.examples)})",
+        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {stats.example_count})",
         title_justify="left",
     )
     examples.add_column("example")
     examples.add_column("passed", justify="right")
     examples.add_column("rate", justify="right")
-    for example in sorted(stats.examples, key=lambda e: (e.rate, e.example_id))[:_MAX_EXAMPLE_ROWS]:
+    for example in stats.examples[:_MAX_EXAMPLE_ROWS]:
         examples.add_row(example.example_id, f"{example.passed}/{example.total}", f"{example.rate:.0%}")
     console.print(examples)
 

@@ -11,11 +11,13 @@ from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionEr
 from benchmax.envs._loading import (
     ENTRY_POINT_GROUP,
     EnvSpec,
+    ExampleStream,
     collect_examples,
     data_directory,
     example_location,
     load_env,
     open_dataset,
+    open_examples,
 )
 from benchmax.envs._messages import (
     CHAT_ROLES,
@@ -67,6 +69,7 @@ __all__ = [
     "EnvSpecError",
     "Environment",
     "Example",
+    "ExampleStream",
     "InjectedAuth",
     "JsonRow",
     "JsonlDataset",
@@ -105,6 +108,7 @@ __all__ = [
     "is_scored",
     "load_env",
     "open_dataset",
+    "open_examples",
     "register_engine",
     "resolve_dataset_path",
     "resolve_under",

@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,19 +162,47 @@ async def collect_examples(
     kept: the runner tells them apart. A ``BaseEnv`` example must carry usable
     ``prompt_messages``; the error names its position.
     """
+    return list(await open_examples(env, split, base_dir, max_examples=max_examples))
+
+
+async def open_examples(
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+) -> ExampleStream:
+    """:func:`collect_examples` as a stream that can be read more than once (a run reads
+    its dataset in passes instead of holding a second copy of it)."""
     dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)
-    owner = f"{type(env).__name__}.create_dataset({split!r})"
-    prompts = isinstance(env, BaseEnv)
-    examples: list[Example[Any]] = []
-    for index, item in enumerate(dataset):
-        if max_examples is not None and index >= max_examples:
-            break
-        where = example_location(dataset, owner, index)
-        example = to_example(item, where=where)
-        if prompts:
-            check_prompt_messages(example.payload, where=where)
-        examples.append(example)
-    return examples
+    return ExampleStream(
+        dataset,
+        owner=f"{type(env).__name__}.create_dataset({split!r})",
+        prompts=isinstance(env, BaseEnv),
+        limit=max_examples,
+    )
+
+
+class ExampleStream:
+    """A dataset's examples, each checked as it is read; iterable any number of times.
+
+    A dataset that is a one-shot iterator is read into a list once (it could not
+    be read twice); any other is re-iterated, so the env's own storage is the
+    only copy.
+    """
+
+    def __init__(self, dataset: Any, *, owner: str, prompts: bool, limit: int | None) -> None:
+        self._source = dataset
+        self._dataset = list(dataset) if iter(dataset) is dataset else dataset
+        self._owner = owner
+        self._prompts = prompts
+        self._limit = limit
+
+    def __iter__(self) -> Iterator[Example[Any]]:
+        for index, item in enumerate(self._dataset):
+            if self._limit is not None and index >= self._limit:
+                return
+            where = example_location(self._source, self._owner, index)
+            example = to_example(item, where=where)
+            if self._prompts:
+                check_prompt_messages(example.payload, where=where)
+            yield example
 
 
 async def open_dataset(

@@ -1,25 +1,18 @@
-"""The run store's SQLite schema: one file per run directory, WAL journal.
+"""Version-1 run files (benchmax 0.3.0's first store layout), made from a current run for the tests.
 
-Raw rewards live one row per component in ``rewards`` (``filled = 0``); the
-batch zero-fill adds rows with ``filled = 1`` when a batch closes, so raw and
-filled values are both kept and a trainer can mask fills out. JSON columns
-hold what is only ever read whole (transcripts, turns, logs of a group hook).
+The layout below is version 1's, frozen; the rows are those of a current run,
+written the way version 1 wrote them (transcripts as plain JSON in ``rollouts``,
+rewards keyed by rollout id, ``scored`` as "has any reward").
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Literal, TypeAlias
 
-RunStatus: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
-"""Where a run stands; the run session sets it on every way out."""
-RUN_STATUSES: tuple[RunStatus, ...] = ("running", "completed", "failed", "interrupted")
+from benchmax.store import DB_NAME, Run
 
-SCHEMA_VERSION = 1
-DB_NAME = "run.sqlite"
-
-SCHEMA = """
+V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -101,31 +94,33 @@ CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
 """
 
 
-def locate(path: str | Path) -> Path:
-    """The database of a run directory (or the database file itself), which must exist."""
-    path = Path(path)
-    db = path / DB_NAME if path.is_dir() else path
-    if not db.exists():
-        raise FileNotFoundError(f"no benchmax run at {path} ({DB_NAME} not found)")
-    return db
-
-
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open the run database with the pragmas every reader and writer relies on."""
-    if readonly:
-        uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a '?' or '#' in the path stays in it
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-    else:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=30000")
-    conn.execute("PRAGMA foreign_keys=OFF")
-    return conn
-
-
-def create(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
-    conn.execute(
-        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-    )
+def downgrade(source: Path, target: Path) -> Path:
+    """Write the run at ``source`` as a version-1 file at ``target`` (a new run directory)."""
+    target.mkdir(parents=True)
+    conn = sqlite3.connect(target / DB_NAME)
+    conn.executescript(V1_SCHEMA)
+    with Run(source) as run:
+        meta = run.sql("SELECT key, value FROM meta WHERE key != 'schema_version'")
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), *meta])
+        conn.executemany("INSERT INTO examples VALUES (?, ?, ?, ?)", run.sql("SELECT * FROM examples"))
+        conn.executemany(
+            "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            run.sql(
+                "SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs FROM groups"
+            ),
+        )
+        rows = run.sql(
+            "SELECT r.rollout_id, r.seq, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split,"
+            " r.termination_reason, r.error, EXISTS (SELECT 1 FROM rewards AS w WHERE w.seq = r.seq AND w.filled = 0),"
+            " r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at, r.ended_at,"
+            " r.seconds, r.final_text, bmx_json(t.messages), bmx_json(t.turns), bmx_json(t.sampling)"
+            " FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq ORDER BY r.seq"
+        )
+        conn.executemany(f"INSERT INTO rollouts VALUES ({', '.join('?' * 23)})", rows)
+        conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, ?)", run.sql("SELECT * FROM reward_rows"))
+        conn.executemany(
+            "INSERT INTO logs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", run.sql("SELECT * FROM logs ORDER BY id")
+        )
+    conn.commit()
+    conn.close()
+    return target
