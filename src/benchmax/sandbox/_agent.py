@@ -16,6 +16,7 @@ Frame: 8-byte header ``!II`` (JSON length, payload length), the JSON object,
 the payload bytes.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -95,21 +96,22 @@ def limiter(limits):
 
 
 def kill_group(pid):
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def run(req, data):
     argv = req["argv"]
     deadline_s = float(req["timeout"])
     limit = int(req["max_output"])
+    cwd = req.get("cwd")
+    if cwd and not os.path.isdir(cwd):
+        raise FileNotFoundError(2, "the working directory does not exist", cwd)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=req.get("cwd"),
+            cwd=cwd,
             env=req["env"],
             stdin=subprocess.PIPE if data else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -117,20 +119,11 @@ def run(req, data):
             start_new_session=True,
             preexec_fn=limiter(req.get("limits") or {}),
         )
-    except FileNotFoundError as exc:
-        missing = exc.filename if exc.filename != req.get("cwd") else None
-        what = "command not found: %s" % argv[0] if missing or not req.get("cwd") else str(exc)
-        return {"exit_code": 127, "timed_out": False, "truncated": False, "duration": 0.0, "stdout_len": 0}, (
-            "benchmax sandbox: %s\n" % what
-        ).encode()
-    except PermissionError as exc:
-        return {"exit_code": 126, "timed_out": False, "truncated": False, "duration": 0.0, "stdout_len": 0}, (
-            "benchmax sandbox: %s\n" % exc
-        ).encode()
     except OSError as exc:
-        return {"exit_code": 126, "timed_out": False, "truncated": False, "duration": 0.0, "stdout_len": 0}, (
-            "benchmax sandbox: could not start %s: %s\n" % (argv[0], exc)
-        ).encode()
+        # like a shell: 127 for a missing command, 126 for one that cannot run
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        message = f"benchmax sandbox: cannot run {argv[0]}: {exc.strerror or exc}\n".encode()
+        return {"exit_code": code, "timed_out": False, "truncated": False, "duration": 0.0, "stdout_len": 0}, message
     with _running_lock:
         _running[req["id"]] = proc.pid
     try:
@@ -231,7 +224,7 @@ def list_entries(root, recursive):
             info = os.lstat(full)
             entries.append([os.path.relpath(full, root), file_type(info.st_mode), info.st_size, info.st_mode & 0o7777])
             if len(entries) >= MAX_LIST:
-                raise ValueError("more than %d entries under %s" % (MAX_LIST, root))
+                raise ValueError(f"more than {MAX_LIST} entries under {root}")
         if not recursive:
             break
     entries.sort()
@@ -247,7 +240,7 @@ def put_tar(path, data):
             for member in archive.getmembers():
                 name = member.name
                 if name.startswith("/") or ".." in name.split("/") or not (member.isfile() or member.isdir()):
-                    raise ValueError("refusing tar member %r" % name)
+                    raise ValueError(f"refusing tar member {name!r}")
             archive.extractall(path)
 
 
@@ -274,7 +267,7 @@ def kill_all():
 
 def alive_process(pid):
     try:
-        with open("/proc/%d/stat" % pid) as handle:
+        with open(f"/proc/{pid}/stat") as handle:
             return handle.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
@@ -293,11 +286,11 @@ def handle(out, req, data):
             if os.path.isdir(req["path"]):
                 raise IsADirectoryError(21, "Is a directory", req["path"])
             if size > req["max_bytes"]:
-                raise ValueError("%s is %d bytes, more than the %d allowed" % (req["path"], size, req["max_bytes"]))
+                raise ValueError(f"{req['path']} is {size} bytes, more than the {req['max_bytes']} allowed")
             with open(req["path"], "rb") as handle_:
                 payload = handle_.read(req["max_bytes"] + 1)
             if len(payload) > req["max_bytes"]:
-                raise ValueError("%s is more than the %d bytes allowed" % (req["path"], req["max_bytes"]))
+                raise ValueError(f"{req['path']} is more than the {req['max_bytes']} bytes allowed")
         elif op == "write":
             parent = os.path.dirname(req["path"])
             if parent:
@@ -320,13 +313,13 @@ def handle(out, req, data):
             if pid is not None:
                 kill_group(pid)
         else:
-            raise ValueError("unknown op %r" % op)
+            raise ValueError(f"unknown op {op!r}")
     except OSError as exc:
         reply = {"id": req["id"], "error": "os", "errno": exc.errno, "message": exc.strerror or str(exc)}
         reply["path"] = exc.filename if isinstance(exc.filename, str) else req.get("path")
         payload = b""
     except Exception as exc:
-        reply = {"id": req["id"], "error": "value", "message": "%s: %s" % (type(exc).__name__, exc)}
+        reply = {"id": req["id"], "error": "value", "message": f"{type(exc).__name__}: {exc}"}
         payload = b""
     send(out, reply, payload)
 

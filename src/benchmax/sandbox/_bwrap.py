@@ -427,7 +427,7 @@ class BwrapSandbox(Sandbox):
     async def _wait_ready(self, bwrap: str) -> None:
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
-        except (SandboxError, TimeoutError, asyncio.TimeoutError) as exc:
+        except (SandboxError, TimeoutError) as exc:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._stderr_reader), 5)
             raise SandboxError(_start_failure(bwrap, self._stderr.decode("utf-8", "replace"))) from exc
@@ -499,9 +499,11 @@ class BwrapSandbox(Sandbox):
                     stdin.write(data)
                 await stdin.drain()
             reply, payload = await asyncio.wait_for(future, timeout)
+        except SandboxError:
+            raise
         except (ConnectionError, RuntimeError) as exc:
             raise SandboxError(f"sandbox {self.id} is gone: {exc}") from exc
-        except (TimeoutError, asyncio.TimeoutError) as exc:
+        except TimeoutError as exc:
             raise SandboxError(f"sandbox {self.id} did not answer a {header['op']!r} within {timeout:g} s") from exc
         except asyncio.CancelledError:
             if header["op"] == "exec" and not self.stopped:
@@ -664,10 +666,15 @@ def _untar(archive: bytes, destination: Path, source: str) -> None:
             return
         destination.mkdir(parents=True, exist_ok=True)
         if hasattr(tarfile, "data_filter"):
-            tar.extractall(destination, filter="data")
+            try:
+                tar.extractall(destination, filter="data")
+            except tarfile.FilterError as exc:
+                raise SandboxError(f"refusing what the sandbox sent from {source}: {exc}") from exc
             return
         for member in members:
             parts = Path(member.name).parts
             if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
-                raise SandboxError(f"refusing {member.name!r} from sandbox (links and special files are not copied out)")
+                raise SandboxError(
+                    f"refusing {member.name!r} from sandbox (links and special files are not copied out)"
+                )
         tar.extractall(destination)

@@ -25,7 +25,6 @@ import contextlib
 import io
 import os
 import select
-import shlex
 import socket
 import tarfile
 import threading
@@ -99,7 +98,9 @@ class DockerProvider(SandboxProvider):
         spec = spec or SandboxSpec()
         image = spec.image or self.image
         if image is None:
-            raise SandboxError("the Docker provider needs an image: SandboxSpec(image=...) or DockerProvider(image=...)")
+            raise SandboxError(
+                "the Docker provider needs an image: SandboxSpec(image=...) or DockerProvider(image=...)"
+            )
         if spec.rootfs is not None:
             raise SandboxError("the Docker provider runs images, not a rootfs directory (SandboxSpec.rootfs)")
         await asyncio.to_thread(self.check)
@@ -315,7 +316,9 @@ class DockerSandbox(Sandbox):
                 return -9
             time.sleep(0.02)
 
-    async def _shell(self, script: str, *args: str, stdin: bytes = b"", limit: int = DEFAULT_OUTPUT_BYTES) -> ExecResult:
+    async def _shell(
+        self, script: str, *args: str, stdin: bytes = b"", limit: int = DEFAULT_OUTPUT_BYTES
+    ) -> ExecResult:
         """A file helper as a command (``sh -c script sh args``): the root is read-only and the
         daemon's archive API cannot see tmpfs mounts, so files move through ``cat`` and ``tar``."""
         return await self.exec(["/bin/sh", "-c", script, "sh", *args], stdin=stdin, timeout=600, max_output_bytes=limit)
@@ -335,7 +338,9 @@ class DockerSandbox(Sandbox):
         self._check_running()
         target = self.path(path)
         script = '[ -e "$1" ] || exit 2; [ -d "$1" ] && exit 21; exec cat -- "$1"'
-        code, out, err, truncated = await asyncio.to_thread(self._exec_bytes, ["/bin/sh", "-c", script, "sh", target], max_bytes)
+        code, out, err, truncated = await asyncio.to_thread(
+            self._exec_bytes, ["/bin/sh", "-c", script, "sh", target], max_bytes
+        )
         if truncated:
             raise ValueError(f"{path} is more than the {max_bytes} bytes allowed")
         self._raise_for(ExecResult(code, "", err.decode("utf-8", "replace")), path)
@@ -393,7 +398,9 @@ class DockerSandbox(Sandbox):
                 parts = parts[1:] if parts and parts[0] == "." else parts
                 if not parts or (not recursive and len(parts) > 1):
                     continue
-                kind = "dir" if member.isdir() else "file" if member.isfile() else "symlink" if member.issym() else "other"
+                kind = (
+                    "dir" if member.isdir() else "file" if member.isfile() else "symlink" if member.issym() else "other"
+                )
                 entries.append(FileInfo("/".join(parts), kind, member.size, member.mode & 0o7777))
         return sorted(entries, key=lambda entry: entry.path)
 
@@ -408,7 +415,9 @@ class DockerSandbox(Sandbox):
         from benchmax.sandbox._bwrap import _tar_directory
 
         archive = await asyncio.to_thread(_tar_directory, source_path)
-        result = await self._shell('mkdir -p "$1" && exec tar -xf - -C "$1" --no-same-owner', self.path(path), stdin=archive)
+        result = await self._shell(
+            'mkdir -p "$1" && exec tar -xf - -C "$1" --no-same-owner', self.path(path), stdin=archive
+        )
         self._raise_for(result, path)
 
     async def copy_out(self, path: str, destination: str | os.PathLike[str]) -> None:
@@ -441,9 +450,11 @@ class DockerSandbox(Sandbox):
 
 def _without_dot(archive: bytes) -> bytes:
     """``tar -cf - .`` names members ``./x``; drop the ``./`` and the ``.`` entry itself."""
-    source = tarfile.open(fileobj=io.BytesIO(archive), mode="r:")
     buffer = io.BytesIO()
-    with source, tarfile.open(fileobj=buffer, mode="w:") as target:
+    with (
+        tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as source,
+        tarfile.open(fileobj=buffer, mode="w:") as target,
+    ):
         for member in source:
             parts = PurePosixPath(member.name).parts
             parts = parts[1:] if parts and parts[0] == "." else parts

@@ -164,7 +164,9 @@ class GuardSandbox(Sandbox):
         entries = []
         for entry in found:
             info = entry.lstat()
-            kind = "symlink" if entry.is_symlink() else "dir" if entry.is_dir() else "file" if entry.is_file() else "other"
+            kind = (
+                "symlink" if entry.is_symlink() else "dir" if entry.is_dir() else "file" if entry.is_file() else "other"
+            )
             entries.append(FileInfo(str(entry.relative_to(root)), kind, info.st_size, info.st_mode & 0o7777))
         return sorted(entries, key=lambda item: item.path)
 

@@ -28,7 +28,7 @@ _MS_PRIVATE = 1 << 18
 def _check(result, what):
     if result != 0:
         error = ctypes.get_errno()
-        sys.stderr.write("benchmax sandbox launcher: %s: %s\n" % (what, os.strerror(error)))
+        sys.stderr.write(f"benchmax sandbox launcher: {what}: {os.strerror(error)}\n")
         sys.exit(125)
 
 
@@ -57,16 +57,16 @@ def expose(paths):
         fds = [(path, os.open(path, os.O_PATH)) for path in inside]
         _check(
             libc.mount(b"benchmax-expose", ancestor.encode(), b"tmpfs", 0, b"mode=0755,size=1m"),
-            "covering %s" % ancestor,
+            f"covering {ancestor}",
         )
         for path, fd in fds:
-            if os.path.isdir("/proc/self/fd/%d" % fd):
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(path, exist_ok=True)
             else:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 open(path, "a").close()
-            source = ("/proc/self/fd/%d" % fd).encode()
-            _check(libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), "exposing %s" % path)
+            source = f"/proc/self/fd/{fd}".encode()
+            _check(libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None), f"exposing {path}")
             os.close(fd)
 
 
@@ -81,7 +81,7 @@ def main():
     try:
         os.execv(argv[0], argv)
     except OSError as exc:
-        sys.stderr.write("benchmax sandbox launcher: cannot run %s: %s\n" % (argv[0], exc))
+        sys.stderr.write(f"benchmax sandbox launcher: cannot run {argv[0]}: {exc}\n")
         sys.exit(125)
 
 

@@ -206,4 +206,3 @@ def run_python(code: str, **options: Any) -> SandboxResult:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
-
