@@ -41,4 +41,3 @@ async def start(bwrap: BwrapProvider) -> AsyncIterator[Callable[..., object]]:
 @pytest.fixture
 async def sandbox(start) -> Sandbox:
     return await start()
-

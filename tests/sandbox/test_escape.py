@@ -251,7 +251,18 @@ async def test_the_environment_holds_nothing_of_the_hosts(sandbox, monkeypatch):
     result = await sandbox.exec("env")
     assert "sk-should-not-leak" not in result.stdout
     names = {line.split("=", 1)[0] for line in result.stdout.splitlines()}
-    assert names <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "BENCHMAX_SANDBOX_ID", "PWD", "SHLVL", "_"}
+    assert names <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "LC_ALL",
+        "PYTHONDONTWRITEBYTECODE",
+        "BENCHMAX_SANDBOX_ID",
+        "PWD",
+        "SHLVL",
+        "_",
+    }
 
 
 async def test_the_agent_cannot_be_traced_or_its_pipes_opened(sandbox):
@@ -293,4 +304,3 @@ def test_the_seccomp_table_matches_the_kernel_headers():
             checked += 1
     if not checked:
         pytest.skip("no kernel headers here (linux-libc-dev) to check the table against")
-

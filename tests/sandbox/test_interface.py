@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
@@ -100,10 +101,8 @@ async def test_directories_copy_in_and_out_with_their_tree(sandbox, tmp_path: Pa
 
 async def test_copy_out_never_writes_outside_the_destination(sandbox, tmp_path: Path):
     await sandbox.exec("mkdir out && ln -s /etc/passwd out/link && ln -s ../../escape out/up && echo ok > out/file")
-    try:
+    with contextlib.suppress(SandboxError):  # refusing the links outright is as good as dropping them
         await sandbox.copy_out("out", tmp_path / "dest")
-    except SandboxError:
-        pass  # refusing the links outright is as good as dropping them
     assert not (tmp_path / "escape").exists()
     link = tmp_path / "dest" / "link"
     assert not link.exists() or link.resolve().is_relative_to(tmp_path / "dest")
