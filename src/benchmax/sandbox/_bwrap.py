@@ -35,6 +35,7 @@ import os
 import platform
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -283,6 +284,8 @@ class BwrapProvider(SandboxProvider):
             rootfs = spec.rootfs.resolve()
             if not rootfs.is_dir():
                 raise SandboxError(f"SandboxSpec.rootfs {str(rootfs)!r} is not a directory")
+            if os.geteuid() == 0:
+                _readable_by_others(str(rootfs), "SandboxSpec.rootfs")
             for entry in sorted(rootfs.iterdir()):
                 if entry.name in _ROOTFS_SKIP:
                     continue
@@ -292,6 +295,8 @@ class BwrapProvider(SandboxProvider):
                     args += ["--ro-bind", str(entry), f"/{entry.name}"]
             exposed.append(str(rootfs))
         for mount in spec.mounts:
+            if os.geteuid() == 0:
+                _readable_by_others(os.path.realpath(mount.source), "the mount source")
             args += ["--ro-bind", str(mount.source), str(mount.target)]
             exposed.append(os.path.realpath(mount.source))
         limits = spec.limits
@@ -388,9 +393,22 @@ def _base_env(spec: SandboxSpec, sandbox_id: str) -> dict[str, str]:
 def _start_failure(bwrap: str, stderr: str) -> str:
     detail = stderr.strip()[-2000:] or "(no output)"
     lowered = detail.lower()
-    if any(word in lowered for word in ("namespace", "uid map", "operation not permitted", "permission denied")):
+    if "source path" not in lowered and any(
+        word in lowered for word in ("namespace", "uid map", "operation not permitted", "setting up")
+    ):
         return f"{bwrap} could not start a sandbox: {detail}\n{_NAMESPACE_HINT}"
     return f"{bwrap} could not start a sandbox: {detail}"
+
+
+def _readable_by_others(path: str, what: str) -> None:
+    """As root the sandbox runs as ``nobody``: a path it must see has to be readable by others."""
+    mode = os.stat(path).st_mode
+    needed = 0o005 if stat.S_ISDIR(mode) else 0o004
+    if mode & needed != needed:
+        raise SandboxError(
+            f"{what} {path} is not readable by other users (mode {stat.S_IMODE(mode):o}); benchmax runs as root, "
+            f"so sandboxes run as the unprivileged 'nobody' and only see what others may read: `chmod o+rX {path}`"
+        )
 
 
 class BwrapSandbox(Sandbox):

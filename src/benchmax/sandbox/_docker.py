@@ -170,7 +170,8 @@ class DockerSandbox(Sandbox):
                 image,
                 command=["/bin/sh", "-c", _KEEPALIVE],
                 stdin_open=True,  # with detach=False the SDK also sets StdinOnce
-                user=_USER,
+                # the keepalive runs as root (no capabilities) and commands as uid 1000,
+                # so `kill -9 -1` from a command cannot end the container under it
                 working_dir=spec.workdir,
                 environment={"BENCHMAX_SANDBOX_ID": sandbox_id},
                 labels={_LABEL: sandbox_id, f"{_LABEL}.owner": str(os.getpid())},
@@ -327,11 +328,13 @@ class DockerSandbox(Sandbox):
     def _raise_for(result: ExecResult, path: str) -> None:
         if result.exit_code == 0 and not result.output_truncated:
             return
+        if "Read-only file system" in result.stderr:
+            raise OSError(30, "Read-only file system", path)
+        if "Permission denied" in result.stderr:
+            raise PermissionError(13, "Permission denied", path)
         codes = {2: (2, "No such file or directory"), 20: (20, "Not a directory"), 21: (21, "Is a directory")}
         if result.exit_code in codes:
             raise OSError(*codes[result.exit_code], path)
-        if "Permission denied" in result.stderr or "Read-only" in result.stderr:
-            raise PermissionError(13, result.stderr.strip() or "Permission denied", path)
         raise SandboxError(f"file operation on {path} failed: {result.stderr.strip() or result.exit_code}")
 
     async def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_BYTES) -> bytes:
