@@ -138,7 +138,10 @@ async def test_files_move_in_and_out_and_errors_are_oserrors(docker_sandbox, tmp
     await docker_sandbox.write_file("/tmp/data.bin", b"\x00\xff" * 8, mode=0o600)
     assert await docker_sandbox.read_file("pkg/mod.py") == b"X = 1\n"
     assert await docker_sandbox.read_file("/tmp/data.bin") == b"\x00\xff" * 8
-    assert [(e.path, e.type) for e in await docker_sandbox.list_files(recursive=True)] == [("pkg", "dir"), ("pkg/mod.py", "file")]
+    assert [(e.path, e.type) for e in await docker_sandbox.list_files(recursive=True)] == [
+        ("pkg", "dir"),
+        ("pkg/mod.py", "file"),
+    ]
     with pytest.raises(FileNotFoundError):
         await docker_sandbox.read_file("missing")
     with pytest.raises(IsADirectoryError):
@@ -172,7 +175,8 @@ async def test_the_process_limit_stops_a_fork_bomb(image):
     async with provider.sandbox(SandboxSpec(limits=Limits(processes=32))) as sandbox:
         code = (
             "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
-            "            time.sleep(20)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n"
+            "            time.sleep(20)\n            os._exit(0)\n        n += 1\n"
+            "except OSError as e:\n    print(n, e.errno)\n"
         )
         result = await sandbox.exec(["python3", "-c", code], timeout=60)
         count, errno_ = map(int, result.stdout.split())
@@ -235,4 +239,3 @@ async def test_sigkill_of_the_owner_removes_its_container(image):
 def test_without_an_image_the_provider_says_what_to_pass():
     with pytest.raises(SandboxError, match="needs an image"):
         asyncio.run(DockerProvider().start())
-

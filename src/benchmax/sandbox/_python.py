@@ -78,7 +78,9 @@ def _check_arguments(timeout: float, memory_mb: int, files: Mapping[str, str | b
     for name in files:
         relative = PurePosixPath(name)
         if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise ValueError(f"sandbox file name {name!r} must be a relative path inside the workspace")
+            raise ValueError(
+                f"sandbox file name {name!r} must be a relative path inside the temp dir it runs in (the workspace)"
+            )
         if str(relative) == _MAIN:
             raise ValueError(f"sandbox file name {name!r} is reserved for the program itself")
 
