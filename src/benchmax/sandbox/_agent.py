@@ -256,7 +256,10 @@ def get_tar(path):
 
 
 def kill_all():
-    os.kill(-1, signal.SIGKILL)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # nothing else was running
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         alive = [pid for pid in os.listdir("/proc") if pid.isdigit() and int(pid) not in (1, os.getpid())]
@@ -340,7 +343,10 @@ def main():
         data = read_exact(inp, data_size) if data_size else b""
         threading.Thread(target=handle, args=(out, req, data), daemon=True).start()
     # The host went away: take everything down with us.
-    os.kill(-1, signal.SIGKILL)
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 if __name__ == "__main__":
