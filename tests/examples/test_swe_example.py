@@ -102,7 +102,7 @@ async def test_the_scripted_engineer_fixes_every_repository_without_touching_its
     for outcome in outcomes:
         assert outcome.termination_reason == "finished", outcome.error
         assert outcome.rewards == {"hidden_tests": 1.0, "tests_untouched": 1.0}, tool_results(outcome)
-        before, read, wrote, after = tool_results(outcome)
+        before, _, wrote, after = tool_results(outcome)
         assert "FAILED" in orjson.loads(before)["stdout"] and "OK" in orjson.loads(after)["stdout"]
         assert wrote.startswith("wrote ")
     assert len(env._sandboxes) == 0

@@ -343,10 +343,7 @@ def main():
         data = read_exact(inp, data_size) if data_size else b""
         threading.Thread(target=handle, args=(out, req, data), daemon=True).start()
     # The host went away: take everything down with us.
-    try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kill_all()
 
 
 if __name__ == "__main__":
