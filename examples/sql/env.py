@@ -261,7 +261,8 @@ class SqlEnv(BaseEnv):
         return {
             "table": name,
             "columns": [
-                {"name": column, "type": kind, "primary_key": bool(pk)} for _, column, kind, _, _, pk in columns.rows
+                {"name": column, "type": kind, "primary_key": bool(pk)}
+                for _, column, kind, _, _, pk in columns.rows
             ],
             "rows": count.rows[0][0],
             "create": create,

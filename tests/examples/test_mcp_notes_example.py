@@ -214,3 +214,4 @@ async def test_a_row_with_a_note_outside_the_dir_fails_at_load_with_file_and_lin
     )
     with pytest.raises(DatasetError, match=r"eval\.jsonl:1: note name '\.\./x\.md' must be a relative path"):
         await env.create_dataset("eval", tmp_path)
+

@@ -124,7 +124,7 @@ async def test_tool_errors_reach_the_model_and_the_rollout_goes_on(load_example,
     results = [m["content"] for m in outcome.messages if m["role"] == "tool"]
     assert results[0] == "error: the database is read-only: only SELECT queries are allowed (not authorized)"
     assert results[1] == "error: SQL error: You can only execute one statement at a time."
-    assert results[2].startswith('error: SQL error: near "SELEC": syntax error')
+    assert results[2].startswith("error: SQL error: near \"SELEC\": syntax error")
     assert results[3] == "error: the query ran past the 0.3 s time limit and was stopped"
     assert orjson.loads(results[4]) == {
         "columns": ["name"],

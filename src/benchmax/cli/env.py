@@ -91,15 +91,11 @@ def test_a_right_answer_scores_one(tmp_path):
 '''
 
 _ROWS = {
-    "train": [
-        ("What is the capital of France? Answer in one word.", "paris"),
-        ("What is the capital of Italy? Answer in one word.", "rome"),
-        ("What is the capital of Spain? Answer in one word.", "madrid"),
-    ],
-    "eval": [
-        ("What is the capital of France? Answer in one word.", "paris"),
-        ("What is the capital of Japan? Answer in one word.", "tokyo"),
-    ],
+    "train": [("What is the capital of France? Answer in one word.", "paris"),
+              ("What is the capital of Italy? Answer in one word.", "rome"),
+              ("What is the capital of Spain? Answer in one word.", "madrid")],
+    "eval": [("What is the capital of France? Answer in one word.", "paris"),
+             ("What is the capital of Japan? Answer in one word.", "tokyo")],
 }
 
 

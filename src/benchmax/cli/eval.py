@@ -133,7 +133,9 @@ def eval_command(
     execute(config, resume=resume is not None, progress=progress)
 
 
-def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None) -> RunConfig:
+def _resume_config(
+    run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None
+) -> RunConfig:
     try:
         with Run(run_dir) as run:
             stored = RunConfig.from_meta(run.meta["config"])

@@ -69,7 +69,9 @@ class LiveProgress:
 
     def _render(self) -> Group:
         stats = Table.grid(padding=(0, 2))
-        means = "  ".join(f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts))
+        means = "  ".join(
+            f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts)
+        )
         failures = "  ".join(f"{reason}={count}" for reason, count in self._failures.most_common())
         stats.add_row(Text("mean", style="bold"), Text(means or "-"))
         stats.add_row(Text("failures", style="bold"), Text(failures or "none", style="red" if failures else ""))

@@ -76,7 +76,9 @@ def diff_command(
     for delta in result.components:
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    changed = sorted((d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or ""))
+    changed = sorted(
+        (d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or "")
+    )
     per_example = Table(title=f"examples with the largest changes ({len(changed)} changed)", title_justify="left")
     for column in ("example", "component", "A", "B", "delta"):
         per_example.add_column(column, justify="right" if column in ("A", "B", "delta") else "left")

@@ -54,7 +54,8 @@ def render_summary(console: Console, stats: RunStats, *, client_stats: dict | No
     console.print(reasons)
 
     examples = Table(
-        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {len(stats.examples)})",
+        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} "
+        f"of {len(stats.examples)})",
         title_justify="left",
     )
     examples.add_column("example")

@@ -148,7 +148,9 @@ class HttpModelClient:
     def _ensure_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=75, ttl_dns_cache=300)
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=0, keepalive_timeout=75, ttl_dns_cache=300
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
@@ -378,7 +380,9 @@ def _parse_completion(raw: bytes) -> ChatResult:
         raise _malformed("choices[0].message is missing")
     finish_reason = choice.get("finish_reason")
     usage_data = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    usage = Usage(_as_int(usage_data.get("prompt_tokens")), _as_int(usage_data.get("completion_tokens")))
+    usage = Usage(
+        _as_int(usage_data.get("prompt_tokens")), _as_int(usage_data.get("completion_tokens"))
+    )
     return ChatResult(
         message=message,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,

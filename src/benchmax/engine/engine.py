@@ -213,7 +213,9 @@ class Engine:
     async def aclose(self) -> None:
         await self.clients.aclose()
 
-    async def _attempt(self, request: RolloutRequest, body: Callable[[_Attempt], Awaitable[None]]) -> _Attempt:
+    async def _attempt(
+        self, request: RolloutRequest, body: Callable[[_Attempt], Awaitable[None]]
+    ) -> _Attempt:
         payload = request.example.payload
         attempt = _Attempt(
             request=request,
@@ -236,7 +238,8 @@ class Engine:
                 if deadline.expired():
                     attempt.fail(
                         TerminationReason.TIMEOUT,
-                        f"rollout ran past its {self.config.rollout_timeout:g}s limit (during {attempt.sink.phase})",
+                        f"rollout ran past its {self.config.rollout_timeout:g}s limit "
+                        f"(during {attempt.sink.phase})",
                     )
                 else:
                     self._context_failed(attempt, exc)
@@ -252,7 +255,9 @@ class Engine:
 
     def _context_failed(self, attempt: _Attempt, exc: BaseException) -> None:
         with logs.capture(attempt.sink):
-            logger.error("rollout_context or list_tools of %s failed", self._name, exc_info=exc)
+            logger.error(
+                "rollout_context or list_tools of %s failed", self._name, exc_info=exc
+            )
         attempt.fail(TerminationReason.CONTEXT_ERROR, f"{type(exc).__name__}: {exc}")
 
     async def _tools(self) -> dict[str, Tool]:

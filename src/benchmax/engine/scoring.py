@@ -18,13 +18,17 @@ def check_rewards(value: object, *, hook: str) -> dict[str, float]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidRewards(f"{hook} must return a dict of {{component: number}}, got {type(value).__name__}")
+        raise InvalidRewards(
+            f"{hook} must return a dict of {{component: number}}, got {type(value).__name__}"
+        )
     rewards: dict[str, float] = {}
     for key, raw in value.items():
         if not isinstance(key, str) or not key.strip():
             raise InvalidRewards(f"{hook} returned a reward key {key!r}; keys must be non-empty strings")
         if not isinstance(raw, numbers.Real):
-            raise InvalidRewards(f"{hook} returned {key!r}={raw!r} ({type(raw).__name__}); rewards must be numbers")
+            raise InvalidRewards(
+                f"{hook} returned {key!r}={raw!r} ({type(raw).__name__}); rewards must be numbers"
+            )
         try:
             number = float(raw)
         except OverflowError:
@@ -35,7 +39,9 @@ def check_rewards(value: object, *, hook: str) -> dict[str, float]:
     return rewards
 
 
-def check_group_rewards(value: object, rollouts: Sequence[BaseRollout]) -> dict[str, dict[str, float]]:
+def check_group_rewards(
+    value: object, rollouts: Sequence[BaseRollout]
+) -> dict[str, dict[str, float]]:
     """Group rewards by rollout id, from a mapping by id or a list in rollout order."""
     hook = "compute_group_rewards"
     ids = [rollout.rollout_id for rollout in rollouts]
@@ -44,7 +50,9 @@ def check_group_rewards(value: object, rollouts: Sequence[BaseRollout]) -> dict[
     if isinstance(value, Mapping):
         unknown = sorted(str(key) for key in value if key not in set(ids))
         if unknown:
-            raise InvalidRewards(f"{hook} returned rewards for rollout ids it was not given: {unknown[:5]}")
+            raise InvalidRewards(
+                f"{hook} returned rewards for rollout ids it was not given: {unknown[:5]}"
+            )
         return {
             str(rollout_id): check_rewards(rewards, hook=f"{hook}[{rollout_id!r}]")
             for rollout_id, rewards in value.items()
@@ -60,7 +68,8 @@ def check_group_rewards(value: object, rollouts: Sequence[BaseRollout]) -> dict[
             for index, (rollout_id, rewards) in enumerate(zip(ids, value, strict=True))
         }
     raise InvalidRewards(
-        f"{hook} must return {{rollout_id: rewards}} or a list of reward dicts, got {type(value).__name__}"
+        f"{hook} must return {{rollout_id: rewards}} or a list of reward dicts, "
+        f"got {type(value).__name__}"
     )
 
 

@@ -50,7 +50,9 @@ def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
             raise EnvDefinitionError(f"{where}: missing the 'function' object")
         name = function.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
-            raise EnvDefinitionError(f"{where}: function.name must match [A-Za-z0-9_.-]{{1,64}}, got {name!r}")
+            raise EnvDefinitionError(
+                f"{where}: function.name must match [A-Za-z0-9_.-]{{1,64}}, got {name!r}"
+            )
         where = f"{where} ({name!r})"
         if name in by_name:
             raise EnvDefinitionError(f"{where}: duplicate tool name")
@@ -69,7 +71,9 @@ def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
                     f"{where}: invalid JSON Schema in function.parameters at {path}: {exc.message}"
                 ) from None
             if parameters.get("type", "object") != "object":
-                raise EnvDefinitionError(f"{where}: function.parameters must describe an object (type: object)")
+                raise EnvDefinitionError(
+                    f"{where}: function.parameters must describe an object (type: object)"
+                )
         try:
             orjson.dumps(tool)
         except TypeError as exc:
@@ -131,7 +135,9 @@ def assistant_message(message: Mapping[str, Any], calls: Sequence[ToolCall], max
     """The transcript form of a model turn (content never null: some servers reject it)."""
     content = message.get("content")
     if isinstance(content, list):
-        content = "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        content = "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
     elif content is not None and not isinstance(content, str):
         content = str(content)
     result: Message = {"role": "assistant", "content": truncate(content or "", max_chars)}
@@ -210,7 +216,9 @@ async def run_tool_calls(
     if len(calls) == 1:
         outcomes = [await _run_one(env, rollout_id, calls[0], known, timeout, max_chars)]
     else:
-        outcomes = await asyncio.gather(*(_run_one(env, rollout_id, call, known, timeout, max_chars) for call in calls))
+        outcomes = await asyncio.gather(
+            *(_run_one(env, rollout_id, call, known, timeout, max_chars) for call in calls)
+        )
     messages: list[Message] = []
     stop: ToolStop | None = None
     for call, outcome in zip(calls, outcomes, strict=True):
@@ -339,7 +347,9 @@ async def _run_one(
         if not deadline.expired():
             # The tool's own TimeoutError (a slow upstream) is a tool failure, not our limit.
             logger.error("tool %r raised TimeoutError", call.name, exc_info=exc)
-            return ToolStop(TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised TimeoutError: {exc}")
+            return ToolStop(
+                TerminationReason.TOOL_ERROR, f"tool {call.name!r} raised TimeoutError: {exc}"
+            )
         return ToolStop(
             TerminationReason.TIMEOUT,
             f"tool call {call.name!r} ran past its {timeout:g}s limit",

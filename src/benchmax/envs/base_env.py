@@ -41,7 +41,9 @@ class BaseEnv(Environment):
         check_env_definition(self)
 
     @abstractmethod
-    async def create_dataset(self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None) -> Dataset:
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset:
         """Required: map a split (``"train"`` or ``"eval"``) to a finite dataset."""
 
     async def compute_reward(self, rollout: BaseRollout) -> RewardMap | None:
@@ -134,9 +136,13 @@ def check_env_definition(env: BaseEnv) -> None:
         )
     max_turns = env.max_turns
     if max_turns is None:
-        raise EnvDefinitionError(f"{name}.max_turns is not set; set it as a class attribute or pass max_turns=N")
+        raise EnvDefinitionError(
+            f"{name}.max_turns is not set; set it as a class attribute or pass max_turns=N"
+        )
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
         raise EnvDefinitionError(f"{name}.max_turns must be a positive int, got {max_turns!r}")
     budget = env.max_tool_calls
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
-        raise EnvDefinitionError(f"{name}.max_tool_calls must be an int >= 0 or None, got {budget!r}")
+        raise EnvDefinitionError(
+            f"{name}.max_tool_calls must be an int >= 0 or None, got {budget!r}"
+        )

@@ -98,14 +98,18 @@ class JsonlDataset:
                 except orjson.JSONDecodeError as exc:
                     raise DatasetError(f"{where}: invalid JSON ({exc})") from None
                 if not isinstance(row, dict):
-                    raise DatasetError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+                    raise DatasetError(
+                        f"{where}: each line must be a JSON object, got {type(row).__name__}"
+                    )
                 if self._row_to_example is not None:
                     try:
                         converted = self._row_to_example(row)
                     except DatasetError as exc:
                         raise DatasetError(f"{where}: {exc}") from exc
                     except Exception as exc:
-                        raise DatasetError(f"{where}: row_to_example raised {type(exc).__name__}: {exc}") from exc
+                        raise DatasetError(
+                            f"{where}: row_to_example raised {type(exc).__name__}: {exc}"
+                        ) from exc
                 else:
                     converted = row
                 example = to_example(converted, where=where)
@@ -158,7 +162,9 @@ def to_example(item: object, *, where: str) -> Example:
         except TypeError as exc:
             raise DatasetError(f"{where}: payload is not JSON-serialisable ({exc})") from None
     else:
-        raise DatasetError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")
+        raise DatasetError(
+            f"{where}: expected an Example or a payload dict, got {type(item).__name__}"
+        )
     check_prompt_messages(example.payload, where=where)
     return example
 
@@ -167,7 +173,10 @@ def check_prompt_messages(payload: Mapping[str, Any], *, where: str) -> None:
     """Raise :class:`DatasetError` unless ``payload`` has usable ``prompt_messages``."""
     messages = payload.get("prompt_messages")
     if not isinstance(messages, list) or not messages:
-        raise DatasetError(f"{where}: payload needs a non-empty 'prompt_messages' list of {{role, content}} messages")
+        raise DatasetError(
+            f"{where}: payload needs a non-empty 'prompt_messages' list of "
+            "{role, content} messages"
+        )
     for index, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise DatasetError(f"{where}: prompt_messages[{index}] must be an object")

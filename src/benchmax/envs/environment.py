@@ -19,7 +19,9 @@ from benchmax.envs.types import DatasetSplit
 
 class Environment(ABC):
     @abstractmethod
-    async def create_dataset(self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None) -> Dataset:
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset:
         """Map a split to a finite dataset."""
 
     @abstractmethod

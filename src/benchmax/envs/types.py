@@ -44,4 +44,6 @@ class Example:
         if not isinstance(self.id, str) or not self.id.strip():
             raise ValueError("Example.id must be a non-empty string")
         if not isinstance(self.payload, Mapping):
-            raise TypeError(f"Example.payload must be a mapping, got {type(self.payload).__name__}")
+            raise TypeError(
+                f"Example.payload must be a mapping, got {type(self.payload).__name__}"
+            )

@@ -228,7 +228,9 @@ class EmbeddedModel:
 
     def _spawn(self) -> None:
         if os.name != "posix":
-            raise EmbeddedModelError("the embedded model runs on Linux and macOS; elsewhere pass --base-url")
+            raise EmbeddedModelError(
+                "the embedded model runs on Linux and macOS; elsewhere pass --base-url"
+            )
         check_installed()
         model_path = self.model_path or find_embedded_model()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

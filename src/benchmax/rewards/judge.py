@@ -126,10 +126,8 @@ class Rubric:
         lines = []
         for criterion in self.criteria:
             low, high = criterion.scale
-            sense = (
-                "higher means better"
-                if criterion.polarity == "positive"
-                else ("higher means the fault is more present")
+            sense = "higher means better" if criterion.polarity == "positive" else (
+                "higher means the fault is more present"
             )
             lines.append(f"- {criterion.name} (integer {low}..{high}, {sense}): {criterion.description}")
         return "\n".join(lines)
@@ -169,7 +167,9 @@ class Grade:
         """``{rubric.name: total}`` plus ``{"rubric.criterion": component}`` when ``breakdown``."""
         rewards = {self.rubric.name: self.total}
         if breakdown:
-            rewards.update({f"{self.rubric.name}.{name}": value for name, value in self.components.items()})
+            rewards.update(
+                {f"{self.rubric.name}.{name}": value for name, value in self.components.items()}
+            )
         return rewards
 
 
@@ -347,7 +347,9 @@ class Judge:
             return []
         if len(responses) == 1:
             return [0]
-        listing = "\n\n".join(f"RESPONSE {index}:\n<<<\n{text}\n>>>" for index, text in enumerate(responses, start=1))
+        listing = "\n\n".join(
+            f"RESPONSE {index}:\n<<<\n{text}\n>>>" for index, text in enumerate(responses, start=1)
+        )
         parts = [
             f"Rank the {len(responses)} responses from best to worst.",
             criteria.strip(),
@@ -396,7 +398,9 @@ class Judge:
                 data = parse_reply(text, schema)
             except _InvalidReply as exc:
                 problem = f"{exc}; the reply began {text[:_REPLY_PREVIEW]!r}"
-                logger.warning("judge %s reply %d/%d rejected: %s", self.model, attempt, self.parse_attempts, problem)
+                logger.warning(
+                    "judge %s reply %d/%d rejected: %s", self.model, attempt, self.parse_attempts, problem
+                )
                 continue
             logger.debug("judge %s replied in %.2fs: %s", self.model, time.perf_counter() - started, text)
             return data

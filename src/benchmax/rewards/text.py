@@ -91,7 +91,9 @@ def last_line(text: str) -> str:
     return ""
 
 
-def extract_answer(text: str, *, order: Sequence[str] = ("tag", "boxed", "last_line"), tag: str = "answer") -> str:
+def extract_answer(
+    text: str, *, order: Sequence[str] = ("tag", "boxed", "last_line"), tag: str = "answer"
+) -> str:
     r"""The answer by the first strategy in ``order`` that finds one; ``""`` when none does.
 
     Strategies: ``"tag"`` (``<answer>…</answer>``), ``"boxed"`` (``\boxed{}``)

@@ -90,10 +90,14 @@ def tool_efficiency(messages: Sequence[Mapping[str, Any]], budget: int) -> float
     return budget / calls
 
 
-def called_tool(messages: Sequence[Mapping[str, Any]], name: str, *, successfully: bool = False) -> float:
+def called_tool(
+    messages: Sequence[Mapping[str, Any]], name: str, *, successfully: bool = False
+) -> float:
     """1.0 when the model called ``name`` (with ``successfully``: and got a non-error result)."""
     for record in tool_calls(messages):
-        if record.name == name and (not successfully or (record.result is not None and not record.error)):
+        if record.name == name and (
+            not successfully or (record.result is not None and not record.error)
+        ):
             return 1.0
     return 0.0
 

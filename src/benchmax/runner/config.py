@@ -55,7 +55,9 @@ class RunConfig:
             raise ValueError(f"concurrency must be >= 1 rollouts, got {self.concurrency}")
         if self.max_examples is not None and self.max_examples < 0:
             raise ValueError(f"max_examples must be >= 0, got {self.max_examples}")
-        if self.batch_size is not None and (self.batch_size < self.group_size or self.batch_size % self.group_size):
+        if self.batch_size is not None and (
+            self.batch_size < self.group_size or self.batch_size % self.group_size
+        ):
             raise ValueError(
                 f"batch_size ({self.batch_size} rollouts) must be a positive multiple of "
                 f"group_size ({self.group_size}) so groups are never split across batches"

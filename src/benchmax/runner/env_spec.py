@@ -87,7 +87,8 @@ class EnvSpec:
         if len(candidates) != 1:
             names = ", ".join(sorted(c.__name__ for c in candidates)) or "none"
             raise EnvSpecError(
-                f"{self.spec}: expected exactly one environment class, found {names}; name it as FILE:Class"
+                f"{self.spec}: expected exactly one environment class, found {names}; "
+                "name it as FILE:Class"
             )
         return candidates[0]
 
@@ -97,6 +98,7 @@ class EnvSpec:
             return cls(**dict(self.kwargs))
         except TypeError as exc:
             raise EnvSpecError(f"cannot construct {cls.__name__}(**{dict(self.kwargs)!r}): {exc}") from exc
+
 
 
 def _import_file(file: Path) -> Any:

@@ -100,7 +100,9 @@ def _request(record: RolloutRecord, example: Example, meta: dict) -> RolloutRequ
 
 
 def _stored(record: RolloutRecord) -> StoredRollout:
-    turns = tuple(TurnRecord(**{**turn, "usage": Usage(**turn.get("usage", {}))}) for turn in record.turns)
+    turns = tuple(
+        TurnRecord(**{**turn, "usage": Usage(**turn.get("usage", {}))}) for turn in record.turns
+    )
     reason, error = record.termination_reason, record.error
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
         reason, error = _loop_reason(record), None

@@ -120,7 +120,9 @@ async def arun(
         async with _model_endpoint(config, run_dir) as (base_url, model):
             writer.set_meta(model=model, base_url=base_url if config.base_url != EMBEDDED else EMBEDDED)
             auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
-            new_rollouts = await _schedule(config, executor, examples, writer, observer, base_url, model, auth)
+            new_rollouts = await _schedule(
+                config, executor, examples, writer, observer, base_url, model, auth
+            )
         for batch in writer.batches():
             await asyncio.to_thread(writer.fill_batch, batch)
         writer.set_meta(
@@ -229,7 +231,9 @@ async def _schedule(
     per_batch = config.groups_per_batch()
     done = writer.completed_groups()
     pending = [
-        (index, example) for index, example in enumerate(examples) if group_id(config.split, example) not in done
+        (index, example)
+        for index, example in enumerate(examples)
+        if group_id(config.split, example) not in done
     ]
     if observer is not None:
         observer.on_start(

@@ -153,13 +153,17 @@ async def _check_group(
     auth = StaticBearerAuth.from_env(api_key_env) if api_key_env else None
     engine = Engine(env, EngineConfig(request_timeout=120))
     try:
-        requests = [RolloutRequest(f"validate#{index}", example, model, base_url, auth, "eval") for index in range(2)]
+        requests = [
+            RolloutRequest(f"validate#{index}", example, model, base_url, auth, "eval") for index in range(2)
+        ]
         result = await engine.run_group(requests)
     finally:
         await engine.aclose()
     for outcome in result.outcomes:
         if is_scorable(outcome.termination_reason):
-            report.notes.append(f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}")
+            report.notes.append(
+                f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}"
+            )
         else:
             report.problem(
                 f"{where} rollout {outcome.rollout_id}",

@@ -69,7 +69,9 @@ def diff_runs(a: Run, b: Run) -> RunDiff:
             if mean_b is not None:
                 sum_b += mean_b * count_b
                 n_b += count_b
-        overall.append(Delta(component, None, sum_a / n_a if n_a else None, sum_b / n_b if n_b else None, n_a, n_b))
+        overall.append(
+            Delta(component, None, sum_a / n_a if n_a else None, sum_b / n_b if n_b else None, n_a, n_b)
+        )
     return RunDiff(
         components=tuple(overall),
         examples=tuple(per_example),

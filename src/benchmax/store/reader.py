@@ -120,10 +120,14 @@ class Run:
         )
         return [GroupRecord(*row) for row in rows]
 
-    def rollouts(self, *, group_id: str | None = None, example_id: str | None = None) -> Iterator[RolloutRecord]:
+    def rollouts(
+        self, *, group_id: str | None = None, example_id: str | None = None
+    ) -> Iterator[RolloutRecord]:
         """Rollouts in the order they were stored, optionally of one group or example."""
         where, params = _where(group_id=group_id, example_id=example_id)
-        cursor = self._conn.execute(f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts {where} ORDER BY seq", params)
+        cursor = self._conn.execute(
+            f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts {where} ORDER BY seq", params
+        )
         while rows := cursor.fetchmany(256):
             rewards = self._rewards([row[0] for row in rows])
             for row in rows:
@@ -145,7 +149,8 @@ class Run:
         else:
             where, params = "", ()
         rows = self._conn.execute(
-            f"SELECT time, level, logger, message, file, line, turn, phase, traceback FROM logs {where} ORDER BY id",
+            "SELECT time, level, logger, message, file, line, turn, phase, traceback "
+            f"FROM logs {where} ORDER BY id",
             params,
         )
         return [LogEntry(*row) for row in rows]

@@ -121,4 +121,6 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 def create(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA)
-    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+    )

@@ -83,7 +83,8 @@ def compute_stats(
         components[name] = ComponentStats(count, mean, math.sqrt(variance), low, high, filled)
     reasons = dict(
         conn.execute(
-            "SELECT termination_reason, COUNT(*) FROM rollouts GROUP BY termination_reason ORDER BY COUNT(*) DESC"
+            "SELECT termination_reason, COUNT(*) FROM rollouts GROUP BY termination_reason "
+            "ORDER BY COUNT(*) DESC"
         ).fetchall()
     )
     errors = dict(

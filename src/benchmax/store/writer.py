@@ -96,7 +96,9 @@ class RunWriter:
         path = Path(run_dir)
         db = path / schema.DB_NAME
         if db.exists():
-            raise StoreError(f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir")
+            raise StoreError(
+                f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir"
+            )
         path.mkdir(parents=True, exist_ok=True)
         # Built under another name and renamed into place, so a kill mid-creation never
         # leaves a run.sqlite without its meta (which neither --resume nor a rerun could use).
@@ -135,7 +137,8 @@ class RunWriter:
         self._check()
         with _transaction(self._conn, self._lock):
             self._conn.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [(key, dumps(value)) for key, value in values.items()],
             )
 
@@ -143,7 +146,10 @@ class RunWriter:
         with _transaction(self._conn, self._lock):
             self._conn.executemany(
                 "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)",
-                [(example.id, index, split, dumps(dict(example.payload))) for index, example in enumerate(examples)],
+                [
+                    (example.id, index, split, dumps(dict(example.payload)))
+                    for index, example in enumerate(examples)
+                ],
             )
 
     def example_ids(self) -> list[str]:
@@ -308,13 +314,17 @@ class RunWriter:
 
     def _insert(self, groups: list[Any], rollouts: list[Any], rewards: list[Any], logs: list[Any]) -> None:
         with _transaction(self._conn, self._lock):
-            self._conn.executemany("INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", groups)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", groups
+            )
             self._conn.executemany(
                 "INSERT OR REPLACE INTO rollouts VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rollouts,
             )
-            self._conn.executemany("INSERT OR REPLACE INTO rewards VALUES (?, ?, ?, ?)", rewards)
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO rewards VALUES (?, ?, ?, ?)", rewards
+            )
             self._conn.executemany(
                 "INSERT INTO logs (rollout_id, group_id, time, level, levelno, logger, message, "
                 "file, line, turn, phase, traceback) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

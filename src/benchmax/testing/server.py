@@ -248,7 +248,9 @@ class ScriptedServer:
         if self.token_ids:
             data["prompt_token_ids"] = [ord(c) % 256 for c in str(body.get("messages"))][:64]
             choice["token_ids"] = [ord(c) % 256 for c in text] or [0]
-            choice["logprobs"] = {"content": [{"token": c, "logprob": -0.5} for c in (text or " ")]}
+            choice["logprobs"] = {
+                "content": [{"token": c, "logprob": -0.5} for c in (text or " ")]
+            }
         return orjson.dumps(data)
 
 
@@ -268,7 +270,9 @@ def _error(
     status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
     payload = {"error": {"message": message, "type": "invalid_request_error", "code": code}}
-    return web.Response(status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers)
+    return web.Response(
+        status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
+    )
 
 
 def main() -> None:

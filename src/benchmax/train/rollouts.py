@@ -162,7 +162,9 @@ class RolloutBridge:
         for start in range(0, len(prompts), size):
             chunk = [self._example_id(prompt) for prompt in prompts[start : start + size]]
             if len(set(chunk)) != 1:
-                raise ValueError(f"prompts {start}..{start + size - 1} are not one example's siblings: {chunk}")
+                raise ValueError(
+                    f"prompts {start}..{start + size - 1} are not one example's siblings: {chunk}"
+                )
             example = self.examples[chunk[0]]
             token = uuid.uuid4().hex[:8]
             ids = [f"b{self._batch + 1}-{token}-{index}" for index in range(size)]

@@ -27,7 +27,7 @@ CHAT_TEMPLATE = (
     "{%- if tools %}"
     "{{ '<|im_start|>system\n' }}"
     "{%- if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\n\n' }}{%- endif %}"
-    '{{ \'# Tools\n\nCall a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>.\n<tools>\' }}'
+    "{{ '# Tools\n\nCall a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.\n<tools>' }}"
     "{%- for tool in tools %}{{ '\n' + (tool | tojson) }}{%- endfor %}"
     "{{ '\n</tools><|im_end|>\n' }}"
     "{%- elif messages[0]['role'] == 'system' %}"

@@ -88,7 +88,9 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
     return content, calls
 
 
-def _template(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Any, *, add_generation_prompt: bool) -> str:
+def _template(
+    tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Any, *, add_generation_prompt: bool
+) -> str:
     kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
     if tools:
         kwargs["tools"] = tools
@@ -100,7 +102,9 @@ def _plain(message: Mapping[str, Any]) -> dict[str, Any]:
     result = dict(message)
     content = result.get("content")
     if isinstance(content, list):
-        result["content"] = "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        result["content"] = "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping)
+        )
     elif content is None:
         result["content"] = ""
     calls = result.get("tool_calls")

@@ -92,7 +92,7 @@ class TrainConfig:
         if self.vllm == "server" and not self.vllm_url:
             raise TrainError(
                 "vllm='server' needs vllm_url (--vllm-url http://HOST:PORT of a running "
-                '`VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config \'{"backend": "nccl"}\'`)'
+                "`VLLM_SERVER_DEV_MODE=1 vllm serve MODEL --weight-transfer-config '{\"backend\": \"nccl\"}'`)"
             )
         if self.vllm_url and self.vllm != "server":
             raise TrainError("vllm_url is only used with vllm='server'")
@@ -227,7 +227,9 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
             tokenizer=tokenizer,
             base_url=POLICY_URL,
             model=config.model,
-            sampling=SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens),
+            sampling=SamplingParams(
+                temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
+            ),
             writer=writer,
             loop=loop,
             policy=policy,
@@ -241,15 +243,12 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
         probe_policy = None
         if config.vllm is not None:
-            probe_policy, policy = (
-                policy,
-                vllm_policy(
-                    trainer,
-                    tokenizer,
-                    default_max_tokens=config.max_tokens,
-                    batch_window=config.batch_window,
-                    extra=config.vllm_sampling,
-                ),
+            probe_policy, policy = policy, vllm_policy(
+                trainer,
+                tokenizer,
+                default_max_tokens=config.max_tokens,
+                batch_window=config.batch_window,
+                extra=config.vllm_sampling,
             )
             engine.clients.register(POLICY_URL, policy)
             bridge.policy = policy
@@ -282,7 +281,9 @@ def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, Path]:
     env_spec = EnvSpec(spec, dict(config.env_kwargs))
     env = env_spec.load()
     if not isinstance(env, BaseEnv):
-        raise TrainError(f"{spec}: {type(env).__name__} is not a BaseEnv; training drives the standard model loop")
+        raise TrainError(
+            f"{spec}: {type(env).__name__} is not a BaseEnv; training drives the standard model loop"
+        )
     base_dir = config.data_dir or env_spec.directory or Path.cwd()
     return env, base_dir
 
@@ -320,7 +321,9 @@ def _writer(run_dir: Path, config: TrainConfig, dataset: Dataset) -> tuple[Any, 
 def _components(config: TrainConfig, bridge: RolloutBridge, dataset: Dataset) -> tuple[str, ...]:
     """Weighted components first, then any a probe group of the first example emits."""
     names = list(config.weights)
-    probe = bridge.loop.run(bridge._run_group(dataset[0], [f"probe-{index}" for index in range(config.group_size)]))
+    probe = bridge.loop.run(
+        bridge._run_group(dataset[0], [f"probe-{index}" for index in range(config.group_size)])
+    )
     bridge.policy.release([outcome.rollout_id for outcome in probe.outcomes])
     for outcome in probe.outcomes:
         for name in outcome.rewards:
@@ -416,7 +419,9 @@ def _loadable_by_vllm(model: Any, tokenizer: Any, run_dir: Path) -> None:
     logger.info("wrote the starting weights to %s for vLLM to load", target)
 
 
-def _write_logs(run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True) -> Path | None:
+def _write_logs(
+    run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True
+) -> Path | None:
     with (run_dir / METRICS).open("wb") as handle:
         for entry in history:
             handle.write(orjson.dumps(dict(entry), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")

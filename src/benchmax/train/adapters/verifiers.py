@@ -207,3 +207,4 @@ def _dataset(env: BaseEnv, name: str, split: DatasetSplit, max_examples: int | N
     if "error" in result:
         raise result["error"]
     return result["examples"]
+
