@@ -117,7 +117,9 @@ async def code_pass_rate(code: str | None, tests: Sequence[CodeTest], **options:
     results = await run_code_tests(code, tests, **options)  # type: ignore[arg-type]
     passed = sum(result.passed for result in results)
     failures = [
-        f"{result.test.name or index}: {result.reason}" for index, result in enumerate(results) if not result.passed
+        f"{result.test.name or index}: {result.reason}"
+        for index, result in enumerate(results)
+        if not result.passed
     ]
     detail = f" (failed {', '.join(failures[:10])})" if failures else ""
     logger.info("code passed %d/%d tests%s", passed, len(results), detail)
