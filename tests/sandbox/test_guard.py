@@ -64,5 +64,5 @@ async def test_it_runs_python_only_and_keeps_paths_inside_its_workspace():
 
 
 async def test_it_refuses_what_it_cannot_honour():
-    with pytest.raises(SandboxError, match="no image, rootfs, mounts or network"):
+    with pytest.raises(SandboxError, match="no image, rootfs, mounts, network or extra writable dirs"):
         await GuardProvider().start(SandboxSpec(network=True))

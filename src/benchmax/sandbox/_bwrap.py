@@ -303,6 +303,8 @@ class BwrapProvider(SandboxProvider):
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(limits.tmp_mb * _MIB), "--tmpfs", "/tmp"]
         args += ["--size", str(limits.disk_mb * _MIB), "--tmpfs", spec.workdir]
+        for directory in spec.writable_dirs:
+            args += ["--size", str(limits.tmp_mb * _MIB), "--tmpfs", directory]
         if spec.rootfs is None:
             args += ["--symlink", "/tmp", "/var/tmp"]
         args += ["--remount-ro", "/dev", "--size", str(min(limits.tmp_mb, 64) * _MIB), "--tmpfs", "/dev/shm"]

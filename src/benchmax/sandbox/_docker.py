@@ -158,6 +158,7 @@ class DockerSandbox(Sandbox):
             tmpfs={
                 spec.workdir: f"size={limits.disk_mb}m,uid=1000,gid=1000,mode=0755",
                 "/tmp": f"size={limits.tmp_mb}m,uid=1000,gid=1000,mode=1777",
+                **{d: f"size={limits.tmp_mb}m,uid=1000,gid=1000,mode=0755" for d in spec.writable_dirs},
             },
             mem_limit=f"{limits.memory_mb}m" if limits.memory_mb else None,
             pids_limit=limits.processes,

@@ -83,7 +83,9 @@ class SandboxSpec:
     host directory copied into the workspace at start. ``python`` is an interpreter
     the sandbox must be able to run (the local provider exposes its installation
     read-only and puts its ``bin`` first on ``PATH``); by default the one running
-    benchmax.
+    benchmax. ``writable_dirs`` are extra writable directories (absolute paths,
+    each a fresh filesystem of ``limits.tmp_mb``), for harnesses that expect
+    fixed places such as ``/logs``.
     """
 
     image: str | None = None
@@ -95,6 +97,7 @@ class SandboxSpec:
     mounts: tuple[Mount, ...] = ()
     python: str | None = None
     workdir: str = WORKSPACE
+    writable_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rootfs is not None:
@@ -110,6 +113,15 @@ class SandboxSpec:
                 raise ValueError(f"SandboxSpec.env entries must be NAME=str pairs, got {key!r}={value!r}")
         if not PurePosixPath(self.workdir).is_absolute():
             raise ValueError(f"SandboxSpec.workdir must be an absolute path, got {self.workdir!r}")
+        object.__setattr__(self, "writable_dirs", tuple(self.writable_dirs))
+        reserved = {"/", "/proc", "/dev", "/usr", "/etc", "/tmp", self.workdir}
+        for directory in self.writable_dirs:
+            pure = PurePosixPath(directory)
+            if not pure.is_absolute() or ".." in pure.parts or str(pure) in reserved:
+                raise ValueError(
+                    f"SandboxSpec.writable_dirs entries must be absolute paths other than {sorted(reserved)}, "
+                    f"got {directory!r}"
+                )
 
 
 @dataclass(frozen=True, slots=True)
