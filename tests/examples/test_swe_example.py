@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmax.envs import DatasetError, RolloutRequest
+from benchmax.envs import DatasetError, RolloutRequest, SamplingParams
 from benchmax.testing import ScriptedServer
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -218,3 +218,25 @@ async def test_sigkill_of_a_benchmax_eval_run_mid_rollout_leaves_no_sandbox_behi
     assert await eventually(lambda: not sandbox_processes()), sandbox_processes()
     assert Path("/proc/self/mountinfo").read_text().count("\n") == mounts_before
     assert [path.name for path in tmp_path.iterdir()] == ["run"]  # nothing of the sandboxes on disk
+
+
+async def test_the_embedded_model_runs_a_task_end_to_end_in_the_sandbox(env, example_dir, make_engine, tmp_path):
+    """SmolLM2 through llama.cpp (the ``local`` extra, which CI installs: missing, this fails like tests/local)."""
+    from benchmax.local import EmbeddedModel, EmbeddedModelError, check_installed
+
+    try:
+        check_installed()
+    except EmbeddedModelError as error:
+        pytest.fail(f"the 'local' extra is required for this test: {error}", pytrace=False)
+    example = await task(env, example_dir, "calc_add")
+    with EmbeddedModel(tmp_path / "embedded", default_max_tokens=64) as model:
+        request = RolloutRequest(
+            "embedded-0", example, model.model, model.base_url, sampling=SamplingParams(max_tokens=64, temperature=0.0)
+        )
+        (outcome,) = (await make_engine(env).run_group([request])).outcomes
+    budget_stops = {"finished", "max_turns_exceeded", "tool_budget_exceeded", "output_exceeded", "context_exceeded"}
+    assert outcome.termination_reason in budget_stops, outcome.error  # the model's doing: scored
+    assert set(outcome.rewards) == {"hidden_tests", "tests_untouched"}
+    assert 0.0 <= outcome.rewards["hidden_tests"] <= 1.0
+    assert outcome.turns and outcome.usage.completion_tokens > 0
+    assert len(env._sandboxes) == 0 and await eventually(lambda: not sandbox_processes())
