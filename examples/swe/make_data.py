@@ -198,6 +198,10 @@ TASKS = [
 
                 def test_2023(self):
                     self.assertFalse(is_leap(2023))
+
+                def test_other_centuries(self):
+                    self.assertFalse(is_leap(1800))
+                    self.assertFalse(is_leap(2100))
             """
         ),
     },
@@ -337,6 +341,9 @@ TASKS = [
 
                 def test_inside(self):
                     self.assertEqual(clamp(4, 0, 10), 4)
+
+                def test_far_above(self):
+                    self.assertEqual(clamp(99, -5, 5), 5)
             """
         ),
     },

@@ -109,6 +109,16 @@ async def test_the_scripted_engineer_fixes_every_repository_without_touching_its
     assert await eventually(lambda: not sandbox_processes())
 
 
+@pytest.mark.parametrize("split", ["train", "eval"])
+async def test_every_tasks_hidden_tests_catch_its_bug(env, example_dir, make_engine, split):
+    """The data itself: leaving the bug in fails at least one hidden test of every task."""
+    dataset = await env.create_dataset(split, example_dir("swe"))
+    with ScriptedServer(lambda body: DONE) as server:
+        outcomes = await run_all(env, dataset, server, make_engine)
+    unfixed = {example.payload["name"]: o.rewards["hidden_tests"] for example, o in zip(dataset, outcomes, strict=True)}
+    assert all(score < 1.0 for score in unfixed.values()), unfixed
+
+
 async def test_a_model_that_rewrites_the_tests_instead_of_the_code_scores_zero(env, example_dir, make_engine):
     example = await task(env, example_dir, "calc_add")
     cheat = "import unittest\n\n\nclass TestAdd(unittest.TestCase):\n    def test_small(self):\n        pass\n"
@@ -220,14 +230,20 @@ async def test_sigkill_of_a_benchmax_eval_run_mid_rollout_leaves_no_sandbox_behi
     assert [path.name for path in tmp_path.iterdir()] == ["run"]  # nothing of the sandboxes on disk
 
 
-async def test_the_embedded_model_runs_a_task_end_to_end_in_the_sandbox(env, example_dir, make_engine, tmp_path):
-    """SmolLM2 through llama.cpp (the ``local`` extra, which CI installs: missing, this fails like tests/local)."""
+async def test_the_embedded_model_runs_a_task_end_to_end_in_the_sandbox(
+    load_example, example_dir, make_engine, tmp_path
+):
+    """SmolLM2 through llama.cpp (the ``local`` extra, which CI installs: missing, this fails like tests/local).
+
+    Four turns keep it short on one CPU thread; the 135M model is not expected to fix the bug.
+    """
     from benchmax.local import EmbeddedModel, EmbeddedModelError, check_installed
 
     try:
         check_installed()
     except EmbeddedModelError as error:
         pytest.fail(f"the 'local' extra is required for this test: {error}", pytrace=False)
+    env = load_example("swe")(max_turns=4)
     example = await task(env, example_dir, "calc_add")
     with EmbeddedModel(tmp_path / "embedded", default_max_tokens=64) as model:
         request = RolloutRequest(
@@ -240,3 +256,4 @@ async def test_the_embedded_model_runs_a_task_end_to_end_in_the_sandbox(env, exa
     assert 0.0 <= outcome.rewards["hidden_tests"] <= 1.0
     assert outcome.turns and outcome.usage.completion_tokens > 0
     assert len(env._sandboxes) == 0 and await eventually(lambda: not sandbox_processes())
+    await env.aclose()
