@@ -17,7 +17,6 @@ the payload bytes.
 """
 
 import contextlib
-import io
 import json
 import os
 import resource
@@ -26,7 +25,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 
@@ -232,6 +230,9 @@ def list_entries(root, recursive):
 
 
 def put_tar(path, data):
+    import io  # imported on first use: most sandboxes never move a tree, and startup time counts
+    import tarfile
+
     os.makedirs(path, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
         if hasattr(tarfile, "data_filter"):
@@ -245,6 +246,9 @@ def put_tar(path, data):
 
 
 def get_tar(path):
+    import io
+    import tarfile
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:") as archive:
         if os.path.isdir(path):

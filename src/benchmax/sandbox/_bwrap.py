@@ -321,8 +321,10 @@ class BwrapProvider(SandboxProvider):
         if os.geteuid() == 0:
             binary = os.path.realpath(bwrap)
             exposed += [os.path.dirname(binary), *_bundled_libs(binary)]
-            config = orjson.dumps({"uid": self._host_uid, "gid": self._host_uid, "expose": exposed}).decode()
-            args = [sys.executable, "-I", "-S", "-c", _LAUNCHER_SOURCE, config, *args]
+            if any("\n" in path for path in exposed):
+                raise SandboxError(f"cannot expose a path with a newline in its name: {exposed!r}")
+            uid = str(self._host_uid)
+            args = [sys.executable, "-I", "-S", "-c", _LAUNCHER_SOURCE, uid, uid, "\n".join(exposed), *args]
 
         def cleanup() -> None:
             if read_end >= 0:

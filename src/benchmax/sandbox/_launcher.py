@@ -1,7 +1,7 @@
 """Starts bubblewrap as an unprivileged user when benchmax runs as root.
 
-Run as ``python -I -S -c <this file> CONFIG_JSON BWRAP ARGS...`` (standard
-library only). A sandbox whose processes run as host root would pass every
+Run as ``python -I -S -c <this file> UID GID EXPOSE BWRAP ARGS...`` (standard
+library only; EXPOSE is newline-separated paths). A sandbox whose processes run as host root would pass every
 owner check on root's files (``/etc/shadow``, keys under ``/etc/ssh``), capability
 drop or not, so we switch to an unprivileged uid (``nobody`` by default) before
 bubblewrap creates its user namespace: the sandbox can then read what "others"
@@ -14,8 +14,6 @@ tmpfs holding just the paths the sandbox must see, bound back from the
 originals. Nothing is mounted on the host; the namespace ends with the sandbox.
 """
 
-import ctypes
-import json
 import os
 import sys
 
@@ -27,6 +25,8 @@ _MS_PRIVATE = 1 << 18
 
 def _check(result, what):
     if result != 0:
+        import ctypes
+
         error = ctypes.get_errno()
         sys.stderr.write(f"benchmax sandbox launcher: {what}: {os.strerror(error)}\n")
         sys.exit(125)
@@ -43,6 +43,8 @@ def _blocked_ancestor(path):
 
 
 def expose(paths):
+    import ctypes  # only when something must be exposed: it costs a few ms to import
+
     libc = ctypes.CDLL(None, use_errno=True)
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making mounts private")
@@ -71,13 +73,13 @@ def expose(paths):
 
 
 def main():
-    config = json.loads(sys.argv[1])
-    argv = sys.argv[2:]
-    if config["expose"]:
-        expose(config["expose"])
+    uid, gid, paths = int(sys.argv[1]), int(sys.argv[2]), [p for p in sys.argv[3].split("\n") if p]
+    argv = sys.argv[4:]
+    if paths:
+        expose(paths)
     os.setgroups([])
-    os.setgid(config["gid"])
-    os.setuid(config["uid"])
+    os.setgid(gid)
+    os.setuid(uid)
     try:
         os.execv(argv[0], argv)
     except OSError as exc:
