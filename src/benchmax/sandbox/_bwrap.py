@@ -191,10 +191,12 @@ class BwrapProvider(SandboxProvider):
 
     @property
     def bwrap(self) -> str:
-        found = self._bwrap or find_bwrap()
-        if found is None:
+        """The binary this provider runs (found once; ``BENCHMAX_BWRAP`` is read then)."""
+        if self._bwrap is None:
+            self._bwrap = find_bwrap()
+        if self._bwrap is None:
             raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed. {INSTALL_HINT}")
-        return found
+        return self._bwrap
 
     def check(self) -> None:
         """Start one real sandbox (once per provider) and raise with the fix if it cannot run."""
@@ -216,7 +218,7 @@ class BwrapProvider(SandboxProvider):
                     f"bubblewrap 0.8 or newer. {INSTALL_HINT}"
                 )
             spec = SandboxSpec()
-            argv, pass_fds, cleanup = self._command(spec, "check", [sys.executable, "-I", "-S", "-c", "pass"])
+            argv, pass_fds, cleanup = self._command(spec, [sys.executable, "-I", "-S", "-c", "pass"])
             try:
                 probe = subprocess.run(
                     argv,
@@ -238,9 +240,7 @@ class BwrapProvider(SandboxProvider):
     def _python(self, spec: SandboxSpec) -> str:
         return spec.python or ("python3" if spec.rootfs is not None else sys.executable)
 
-    def _command(
-        self, spec: SandboxSpec, sandbox_id: str, command: Sequence[str]
-    ) -> tuple[list[str], tuple[int, ...], Any]:
+    def _command(self, spec: SandboxSpec, command: Sequence[str]) -> tuple[list[str], tuple[int, ...], Any]:
         """The full argv (launcher included when root), the fds it needs, and a cleanup for them."""
         bwrap = self.bwrap
         args = [
@@ -343,7 +343,7 @@ class BwrapProvider(SandboxProvider):
         await asyncio.to_thread(self.check)
         sandbox_id = uuid.uuid4().hex[:12]
         agent = [self._python(spec) if spec.rootfs is not None else sys.executable, "-I", "-S", "-B", "-c"]
-        argv, pass_fds, cleanup = self._command(spec, sandbox_id, [*agent, _AGENT_SOURCE])
+        argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE])
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
