@@ -70,6 +70,8 @@ async def warm_takes(provider: SandboxProvider, count: int, size: int) -> list[f
     async with SandboxPool(provider, size=size) as pool:
         for _ in range(count):
             while pool.ready < size:
+                if pool.failure is not None:
+                    raise RuntimeError(f"the pool stopped refilling: {pool.failure}") from pool.failure
                 await asyncio.sleep(0.01)
             began = time.perf_counter()
             sandbox = await pool.acquire()

@@ -166,6 +166,17 @@ async def test_a_warm_pool_hands_out_fresh_started_sandboxes_once_each(bwrap):
     assert await eventually(lambda: not any(sandbox_processes(marker) for marker in [*idle, first.id, second.id]))
 
 
+async def test_a_pool_refills_after_every_take_even_when_taken_the_moment_it_fills(bwrap):
+    # a finished start lingers in the pool's bookkeeping for one loop turn; a take in that
+    # turn must still trigger its replacement, or the pool stays one short for good
+    async with SandboxPool(bwrap, size=2) as pool:
+        for _ in range(8):
+            assert await eventually(lambda: pool.ready == 2, within=30), (pool.ready, pool.failure)
+            sandbox = await pool.acquire()
+            await sandbox.stop()
+        assert pool.misses == 0 and pool.hits == 8
+
+
 async def test_a_pool_whose_provider_fails_reports_it_and_stops_refilling(tmp_path):
     from benchmax.sandbox import BwrapProvider, SandboxUnavailable
 

@@ -50,6 +50,11 @@ class SandboxPool:
         return self._provider
 
     @property
+    def failure(self) -> BaseException | None:
+        """Why the pool stopped refilling (a start failed), if it did; takes then start sandboxes directly."""
+        return self._failure
+
+    @property
     def ready(self) -> int:
         """How many started sandboxes wait to be taken."""
         return len(self._ready)
@@ -65,7 +70,8 @@ class SandboxPool:
     def _refill(self) -> None:
         if self._closed or self._failure is not None:
             return
-        while len(self._ready) + len(self._starting) < self.size:
+        # a finished start leaves _starting only in its done-callback, a loop turn later: count pending ones
+        while len(self._ready) + sum(not task.done() for task in self._starting) < self.size:
             task = asyncio.create_task(self._start_one(), name="sandbox-pool-start")
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
