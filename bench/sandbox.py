@@ -10,7 +10,7 @@ Prints one table. Not a timed test: run it on a quiet machine for figures.
   one at a time, so each figure is one cold start's latency.
 - **warm take**: ``SandboxPool.acquire()`` from a pool kept ``--pool`` full, one at a time, with a
   pause between takes long enough for the pool to refill (the figure is the take alone).
-- **exec**: ``exec(["true"])`` in one running sandbox, one at a time: the round trip host ->
+- **exec**: ``exec(["/bin/sh", "-c", ":"])`` in one running sandbox, one at a time: the round trip host ->
   agent -> fork/exec -> reply.
 - **swe rollouts/s**: ``examples/swe`` through the engine against a loopback ScriptedServer
   playing the scripted engineer (4 tool calls: two test runs, a read, a write; then the hidden
@@ -38,6 +38,9 @@ from benchmax.envs import RolloutRequest  # noqa: E402
 from benchmax.runner.env_spec import EnvSpec  # noqa: E402
 from benchmax.sandbox import BwrapProvider, DockerProvider, SandboxPool, SandboxProvider  # noqa: E402
 from benchmax.testing import ScriptedServer  # noqa: E402
+
+NOOP = ["/bin/sh", "-c", ":"]
+"""The command timed for the exec round trip: every image has /bin/sh."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,10 +88,10 @@ async def warm_takes(provider: SandboxProvider, count: int, size: int) -> list[f
 async def execs(provider: SandboxProvider, count: int) -> list[float]:
     times = []
     async with provider.sandbox() as sandbox:
-        await sandbox.exec(["true"])
+        await sandbox.exec(NOOP)
         for _ in range(count):
             began = time.perf_counter()
-            result = await sandbox.exec(["true"])
+            result = await sandbox.exec(NOOP)
             times.append(time.perf_counter() - began)
             assert result.exit_code == 0, result
     return times
@@ -153,7 +156,7 @@ async def main() -> None:
         count = args.starts if name == "bwrap" else max(5, args.starts // 10)
         print(row(f"{name} start", await starts(provider, count)))
         print(row(f"{name} warm take (pool {args.pool})", await warm_takes(provider, count, args.pool)))
-        print(row(f"{name} exec `true`", await execs(provider, args.execs if name == "bwrap" else args.execs // 10)))
+        print(row(f"{name} exec `sh -c :`", await execs(provider, args.execs if name == "bwrap" else args.execs // 10)))
         await provider.aclose()
     print()
     print("| swe env, scripted policy | rollouts | rollouts/s | CPU ms/rollout (driver) | rollout p50 s | failures |")
