@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import io
 import itertools
 import logging
 import os
@@ -38,7 +37,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tarfile
 import threading
 import uuid
 import weakref
@@ -58,6 +56,7 @@ from benchmax.sandbox._base import (
 )
 from benchmax.sandbox._errors import SandboxError, SandboxUnavailable
 from benchmax.sandbox._spec import ExecResult, FileInfo, Limits, SandboxSpec
+from benchmax.sandbox._tar import tar_directory, untar
 
 logger = logging.getLogger("benchmax.sandbox")
 
@@ -608,7 +607,7 @@ class BwrapSandbox(Sandbox):
             raise FileNotFoundError(2, "No such file or directory", str(source_path))
         target = self.path(path)
         if source_path.is_dir():
-            archive = await asyncio.to_thread(_tar_directory, source_path)
+            archive = await asyncio.to_thread(tar_directory, source_path)
             await self._call({"op": "put_tar", "path": target}, archive, timeout=600)
         else:
             await self.write_file(target, source_path.read_bytes(), mode=source_path.stat().st_mode & 0o777)
@@ -616,7 +615,7 @@ class BwrapSandbox(Sandbox):
     async def copy_out(self, path: str, destination: str | os.PathLike[str]) -> None:
         source = self.path(path)
         _, archive = await self._call({"op": "get_tar", "path": source}, timeout=600)
-        await asyncio.to_thread(_untar, archive, Path(os.fspath(destination)), source)
+        await asyncio.to_thread(untar, archive, Path(os.fspath(destination)), source)
 
     async def terminate_processes(self) -> None:
         await self._call({"op": "kill_all"}, timeout=30)
@@ -665,38 +664,3 @@ def _checked_env(env: Mapping[str, str] | None) -> dict[str, str]:
         if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
             raise ValueError(f"env entries must be NAME=str pairs, got {key!r}={value!r}")
     return checked
-
-
-def _tar_directory(root: Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:") as archive:
-        for entry in sorted(root.iterdir()):
-            archive.add(str(entry), arcname=entry.name)
-    return buffer.getvalue()
-
-
-def _untar(archive: bytes, destination: Path, source: str) -> None:
-    """Unpack what a sandbox sent: its names and links are untrusted, so nothing may land outside."""
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-        members = tar.getmembers()
-        single_file = len(members) == 1 and members[0].isfile() and members[0].name == Path(source).name
-        if single_file:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            extracted = tar.extractfile(members[0])
-            assert extracted is not None
-            destination.write_bytes(extracted.read())
-            return
-        destination.mkdir(parents=True, exist_ok=True)
-        if hasattr(tarfile, "data_filter"):
-            try:
-                tar.extractall(destination, filter="data")
-            except tarfile.FilterError as exc:
-                raise SandboxError(f"refusing what the sandbox sent from {source}: {exc}") from exc
-            return
-        for member in members:
-            parts = Path(member.name).parts
-            if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
-                raise SandboxError(
-                    f"refusing {member.name!r} from sandbox (links and special files are not copied out)"
-                )
-        tar.extractall(destination)

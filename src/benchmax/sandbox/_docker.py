@@ -43,6 +43,7 @@ from benchmax.sandbox._base import (
 )
 from benchmax.sandbox._errors import SandboxError, SandboxUnavailable
 from benchmax.sandbox._spec import ExecResult, FileInfo, Limits, SandboxSpec
+from benchmax.sandbox._tar import tar_directory, untar
 
 _USER = "1000:1000"
 _PID_DIR = "/tmp/.benchmax-exec"
@@ -416,21 +417,17 @@ class DockerSandbox(Sandbox):
         if not source_path.is_dir():
             await self.write_file(path, source_path.read_bytes(), mode=source_path.stat().st_mode & 0o777)
             return
-        from benchmax.sandbox._bwrap import _tar_directory
-
-        archive = await asyncio.to_thread(_tar_directory, source_path)
+        archive = await asyncio.to_thread(tar_directory, source_path)
         result = await self._shell(
             'mkdir -p "$1" && exec tar -xf - -C "$1" --no-same-owner', self.path(path), stdin=archive
         )
         self._raise_for(result, path)
 
     async def copy_out(self, path: str, destination: str | os.PathLike[str]) -> None:
-        from benchmax.sandbox._bwrap import _untar
-
         self._check_running()
         source = self.path(path)
         archive = await self._tar_of(source, 1 << 30)
-        await asyncio.to_thread(_untar, _without_dot(archive), Path(os.fspath(destination)), source)
+        await asyncio.to_thread(untar, _without_dot(archive), Path(os.fspath(destination)), source)
 
     async def terminate_processes(self) -> None:
         self._check_running()
