@@ -7,8 +7,6 @@ killed with SIGKILL mid-run.
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +20,6 @@ from benchmax.testing import ScriptedServer, ServerProcess
 
 EXAMPLES = 16
 GROUP = 2
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, logging_level=logging.WARNING)
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture
