@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -99,6 +100,8 @@ class ServeProcess:
         try:
             with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
                 return response.status == 200
+        except urllib.error.HTTPError:
+            return True  # it answers (a token is required)
         except OSError:
             return False
 

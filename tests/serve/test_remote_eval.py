@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import ENV_SPEC, events, mixed_rows, scripted, write_rows
 from runkit import run_cli
 
 from benchmax.store import open_run
+from conftest import ENV_SPEC, events, mixed_rows, scripted, write_rows
 
 GROUP = 2
 
@@ -55,7 +55,9 @@ def test_a_remote_run_stores_the_same_records_as_a_local_run_of_the_same_env(tmp
     for rollout_id, record in here.items():
         other = there[rollout_id]
         for key in ("example_id", "rewards", "reason", "error", "messages", "turns", "env_logs"):
-            assert other[key] == record[key], f"{rollout_id}: {key} differs\nlocal:  {record[key]}\nremote: {other[key]}"
+            assert other[key] == record[key], (
+                f"{rollout_id}: {key} differs\nlocal:  {record[key]}\nremote: {other[key]}"
+            )
     reasons = {record["reason"] for record in there.values()}
     assert reasons == {"finished", "tool_error", "reward_error", "max_turns_exceeded"}
     lookup = next(record for record in there.values() if "lookup" in str(record["messages"][0]))

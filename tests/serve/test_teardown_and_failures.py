@@ -11,11 +11,11 @@ import json
 import signal
 import urllib.request
 
-from conftest import events, scripted, wait_until
 from runkit import run_cli, start_cli
 
 from benchmax.envs import canonical_example_id
 from benchmax.store import open_run
+from conftest import events, scripted, wait_until
 
 GROUP = 2
 
