@@ -52,6 +52,15 @@ class Environment(ABC, Generic[Payload, Attempt]):
         """Whether rollouts run somewhere that needs a public model URL (a remote sandbox)."""
         return False
 
+    @property
+    def unavailable(self) -> str | None:
+        """Why the env can run no more rollouts (the server behind it went away), else ``None``.
+
+        A run that sees it stops instead of storing the rollouts it touched as failures;
+        ``--resume`` runs them again once the env is back.
+        """
+        return None
+
     def validation_diagnostics(self) -> Sequence[ValidationDiagnostic]:
         """Static warnings and errors about the env's configuration, shown by ``benchmax validate``."""
         return ()
