@@ -199,6 +199,8 @@ class RunSession:
             "cause": outage.cause,
             "held": outage.held,
             "failed": outage.failed,
+            "rerouted": outage.rerouted,
+            "error": outage.error,
         }
         self._outages = [
             existing
