@@ -44,6 +44,8 @@ FORMATS = {
 }
 """File suffixes ``HFDataset`` reads, and the ``datasets`` builder that reads each."""
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4"}
+_BATCH_ROWS = 1000
+"""Rows read per batch; a capped pass asks for no more than it still needs."""
 _GLOB = re.compile(r"[*?\[]")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
@@ -57,11 +59,19 @@ class _Part:
         self._opener = opener
         self._opened: Iterable[Mapping[str, Any]] | None = None
 
-    def rows(self) -> Iterable[Mapping[str, Any]]:
-        """The part's rows as ``datasets`` gives them; opened once, iterated again on each pass."""
+    def rows(self, batch_size: int) -> Iterator[dict[str, Any]]:
+        """The part's rows; opened once, read again on each pass, in column batches (``datasets``
+        formats a row at a time an order of magnitude slower than a batch)."""
         if self._opened is None:
             self._opened = self._opener()
-        return self._opened
+        batches = getattr(self._opened, "iter", None)
+        if batches is None:
+            yield from (dict(row) for row in self._opened)
+            return
+        for batch in batches(batch_size=batch_size):
+            names = list(batch)
+            for values in zip(*batch.values(), strict=True):
+                yield dict(zip(names, values, strict=True))
 
 
 class HFDataset(Dataset[Payload]):
@@ -201,13 +211,8 @@ class HFDataset(Dataset[Payload]):
             if self._max_examples is not None and count >= self._max_examples:
                 return
             self._mark(count, part.label, 1)
-            try:
-                rows = iter(part.rows())
-            except DatasetError as exc:
-                if problems is None:
-                    raise
-                problems.append(exc)
-                continue
+            left = None if self._max_examples is None else self._max_examples - count
+            rows = part.rows(min(_BATCH_ROWS, left) if left is not None else _BATCH_ROWS)
             row_number = 0
             try:
                 while self._max_examples is None or count < self._max_examples:
@@ -215,8 +220,11 @@ class HFDataset(Dataset[Payload]):
                         row = next(rows)
                     except StopIteration:
                         break
-                    except DatasetError:
-                        raise
+                    except DatasetError as exc:  # the part could not be opened
+                        if problems is None:
+                            raise
+                        problems.append(exc)
+                        break
                     except Exception as exc:
                         error = DatasetError(
                             f"{part.label}: cannot read past row {row_number} ({type(exc).__name__}: {exc})"
@@ -245,9 +253,7 @@ class HFDataset(Dataset[Payload]):
                     yield example
                     count += 1
             finally:
-                close = getattr(rows, "close", None)
-                if close is not None:
-                    close()
+                rows.close()
 
     def _mark(self, index: int, label: str, row: int) -> None:
         """From example ``index`` on, examples come from ``label`` starting at ``row``."""
