@@ -7,6 +7,7 @@ benchmax shares: termination reasons, message text, records, the env loader.
 """
 
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
 from benchmax.envs._hf import HFDataset
 from benchmax.envs._loading import (
@@ -29,6 +30,7 @@ from benchmax.envs._messages import (
 )
 from benchmax.envs._packages import ENTRY_POINT_GROUP, InstalledEnv, installed_envs
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
 from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
 from benchmax.envs._termination import (
     SCORABLE_REASONS,
@@ -82,6 +84,8 @@ __all__ = [
     "Messages",
     "ModelAuth",
     "ModelRequestContext",
+    "RemoteDataset",
+    "RemoteEnv",
     "RewardMap",
     "RolloutAttempt",
     "RolloutFailure",
@@ -108,6 +112,7 @@ __all__ = [
     "example_location",
     "implements",
     "installed_envs",
+    "is_remote_spec",
     "is_scorable",
     "is_scored",
     "load_env",
@@ -121,4 +126,5 @@ __all__ = [
     "tool_error_ids",
     "tool_message",
     "validate_max_examples",
+    "wire",
 ]
