@@ -139,6 +139,25 @@ def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server,
     assert not page.errors
 
 
+def test_run_page_shows_the_runs_provenance(page: object, server: _Server, runs_dir: Path) -> None:
+    from benchmax.store import Run
+
+    with Run(runs_dir / "a") as run:
+        provenance = run.meta["provenance"]
+    _open(page, server.base + "/runs/a", "run")
+    panel = page.locator("details.provenance")
+    expect(panel).to_have_count(1)
+    assert f"code {provenance['code']['sha256'][:12]}" in panel.locator("summary").inner_text()
+    panel.locator("summary").click()
+    terms = panel.locator("dt").all_text_contents()
+    values = dict(zip(terms, panel.locator("dd").all_text_contents(), strict=True))
+    assert terms[:6] == ["env", "code", "data", "model", "sampling", "benchmax"]
+    assert values["env"] == provenance["env"]["path"]
+    assert values["model"] == f"scripted at {provenance['endpoint']}"
+    assert values["benchmax"].startswith(provenance["benchmax"])
+    assert not page.errors
+
+
 def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
     page: object, server: _Server, runs_dir: Path, shots: Path
 ) -> None:
