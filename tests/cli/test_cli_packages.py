@@ -2,7 +2,8 @@
 
 The venv is real (``python -m venv``) and the install is pip's own editable
 install; no network is used: the venv sees this interpreter's site-packages
-through a ``.pth`` file (benchmax's dependencies, setuptools), pip runs with
+through a ``.pth`` file that adds it as a site directory (benchmax's
+dependencies, setuptools), pip runs with
 ``--no-index --no-build-isolation --no-deps``, and this checkout's ``src`` comes
 first on ``PYTHONPATH``. Every command runs in a subprocess of the venv's python,
 from the scaffold's parent directory, where a directory of the env's name exists
@@ -66,7 +67,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     assert made.returncode == 0, made.stderr
     env = Venv(work / "venv", work)
     site = env.run("-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
-    Path(site, "outer-site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    outer = sysconfig.get_paths()["purelib"]  # added as a site dir, so its own .pth files apply too
+    Path(site, "outer-site.pth").write_text(f"import site; site.addsitedir({outer!r})\n")
+
+    seen = env.run("-c", "import benchmax; print(benchmax.__file__)").stdout.strip()
+    assert Path(seen).resolve().is_relative_to(SRC), f"the venv imports benchmax from {seen}, not this checkout"
 
     scaffolded = env.benchmax("init", NAME, "--package")
     assert scaffolded.returncode == 0, scaffolded.stdout

@@ -255,3 +255,23 @@ def _damage_last_row_groups(path: Path, count: int) -> None:
                 start = chunk.dictionary_page_offset or chunk.data_page_offset
                 handle.seek(start)
                 handle.write(b"\xff" * chunk.total_compressed_size)
+
+
+def test_the_same_rows_as_json_jsonl_csv_and_parquet_give_the_same_ids_on_every_pass(tmp_path):
+    rows = [{"question": f"capital {i}?", "answer": f"city {i}"} for i in range(5)]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    (tmp_path / "rows.csv").write_text("question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
+
+    ids = {}
+    for suffix in ("json", "jsonl", "csv", "parquet"):
+        dataset = HFDataset(tmp_path / f"rows.{suffix}", question_row)
+        first, second = [example.id for example in dataset], [example.id for example in dataset]
+        assert first == second, f"{suffix}: ids changed between passes"
+        ids[suffix] = first
+
+    expected = [canonical_example_id(question_row(row)) for row in rows]
+    assert ids == {suffix: expected for suffix in ("json", "jsonl", "csv", "parquet")}
+    assert len(set(expected)) == len(rows)
+

@@ -1,4 +1,4 @@
-"""Every run records what made it: benchmax, the env and a hash of its code, the data files, git, model, endpoint, sampling.
+"""Every run records what made it: benchmax, the env, hashes of its code and data, git, model, endpoint, sampling.
 
 The env lives in a real git repository the test makes; runs are real evals
 against the scripted server, their provenance read back from the run store.
@@ -133,3 +133,43 @@ def test_runs_from_before_provenance_are_a_note_not_a_warning():
 
     assert (change.aspect, change.warning) == ("missing", False)
     assert "run A recorded no provenance" in change.text
+
+
+HF_ENV = '''
+from benchmax.envs import BaseEnv, HFDataset
+from benchmax.rewards import extract_completion_text
+
+
+class ShardEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return HFDataset("shard-*.parquet", lambda row: {"prompt_messages": row["prompt"], "answer": row["answer"]},
+                         max_examples, base_dir=base_dir)
+
+    async def compute_reward(self, rollout):
+        return {"correct": float(extract_completion_text(rollout.messages).strip() == rollout.example_args["answer"])}
+'''
+
+
+async def test_an_env_on_hf_datasets_records_each_file_it_reads(tmp_path, server):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    (tmp_path / "env.py").write_text(HF_ENV)
+    for shard, item in enumerate(ROWS):
+        table = pa.Table.from_pylist([{"prompt": item["prompt_messages"], "answer": item["answer"]}])
+        pq.write_table(table, tmp_path / f"shard-{shard}.parquet")
+    config = RunConfig(env=f"{tmp_path / 'env.py'}:ShardEnv", base_url=server.base_url, model="scripted",
+                       run_dir=tmp_path / "run")  # fmt: skip
+    await arun(config)
+    with open_run(tmp_path / "run") as run:
+        data = run.meta["provenance"]["data"]
+        rewards = sorted(record.rewards["correct"] for record in run.rollouts())
+
+    assert rewards == [0.0, 1.0]
+    assert data["source"] == "HFDataset" and data["count"] == 2
+    assert [(Path(entry["path"]).name, entry["sha256"]) for entry in data["files"]] == [
+        (f"shard-{n}.parquet", hashlib.sha256((tmp_path / f"shard-{n}.parquet").read_bytes()).hexdigest())
+        for n in range(2)
+    ]
