@@ -17,7 +17,8 @@ from runkit import ENV_FILE, row, write_split
 
 from benchmax import __version__, open_run
 from benchmax.envs import SamplingParams
-from benchmax.runner import RunConfig, RunOrigin, arun, provenance_changes, run_provenance
+from benchmax.runner import RunConfig, RunOrigin, arun, run_provenance
+from benchmax.store import provenance_changes
 
 ROWS = [row("4", "right"), row("x", "wrong", answers=["y"])]
 SECRET = "sk-provenance-secret-0123456789"

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from benchmax.cli._output import command_line, error_line
 from benchmax.errors import BenchmaxError
-from benchmax.runner import arescore, provenance_changes
-from benchmax.store import Run, diff_runs, export_run
+from benchmax.runner import arescore
+from benchmax.store import Run, diff_runs, export_run, provenance_changes
 
 console = Console()
 

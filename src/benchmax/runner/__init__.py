@@ -7,7 +7,7 @@ behind the exit code; executors run the groups here or on Ray actors.
 from benchmax.runner._config import DEFAULT_MAX_FAILURE_RATE, EMBEDDED, EXECUTORS, RunConfig, default_run_dir
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, failed_group
-from benchmax.runner._provenance import ProvenanceChange, RunOrigin, provenance_changes, run_provenance
+from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
 from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
@@ -25,7 +25,6 @@ __all__ = [
     "GroupKey",
     "LocalExecutor",
     "Problem",
-    "ProvenanceChange",
     "Report",
     "RunConfig",
     "RunKind",
@@ -43,7 +42,6 @@ __all__ = [
     "group_keys",
     "judge_run",
     "model_endpoint",
-    "provenance_changes",
     "run_provenance",
     "sampling_for",
     "validate_env",

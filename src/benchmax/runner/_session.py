@@ -23,8 +23,8 @@ from benchmax import __version__
 from benchmax.client import Outage
 from benchmax.engine import GroupResult
 from benchmax.envs import Example
-from benchmax.runner._provenance import RunOrigin, provenance_changes, run_provenance
-from benchmax.store import DB_NAME, GroupWrite, RunStatus, RunWriter, ScoredGroup, StoreError
+from benchmax.runner._provenance import RunOrigin, run_provenance
+from benchmax.store import DB_NAME, GroupWrite, RunStatus, RunWriter, ScoredGroup, StoreError, provenance_changes
 
 logger = logging.getLogger("benchmax.runner")
 

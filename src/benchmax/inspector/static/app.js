@@ -353,6 +353,11 @@
     const headline = result.headline;
     const deltaCell = (value, show = signed) => h('span', { class: value > 0 ? 'up' : value < 0 ? 'down' : 'muted', text: show(value) });
     const points = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${(100 * value).toFixed(1)} pp`);
+    // env code or data that differ between the runs: a delta may come from them, not from the model
+    const differs = (result.provenance || []).filter((change) => change.warning);
+    const provenanceNote = differs.length ? h('div', { class: 'card provenance-warning' },
+      h('strong', { class: 'warn-text', text: 'the runs differ in env code or data: deltas may come from these changes, not only from the model' }),
+      h('ul', {}, ...differs.map((change) => h('li', { text: change.text })))) : null;
     const heads = h('div', { class: 'cards' },
       statCard(`A: ${a}`, pct(headline.a.pass_rate), `${fmt(headline.a.rollouts)} rollouts · failures ${pct(headline.a.failure_rate)}`),
       statCard(`B: ${b}`, pct(headline.b.pass_rate), `${fmt(headline.b.rollouts)} rollouts · failures ${pct(headline.b.failure_rate)}`),
@@ -381,6 +386,7 @@
     const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
     put(app, 
       h('section', { class: 'head' }, h('h1', { text: 'Compare runs' }), h('p', { class: 'muted' }, 'Deltas are B − A; examples are matched by id.')),
+      provenanceNote,
       heads,
       h('h2', { text: 'Per component' }), componentTable,
       h('h2', { text: 'Per example' }), h('div', { class: 'toolbar' }, changed),
