@@ -174,3 +174,23 @@ async def test_an_env_on_hf_datasets_records_each_file_it_reads(tmp_path, server
         (f"shard-{n}.parquet", hashlib.sha256((tmp_path / f"shard-{n}.parquet").read_bytes()).hexdigest())
         for n in range(2)
     ]
+
+
+async def test_resuming_after_an_env_edit_warns_and_keeps_both_records(repo, tmp_path, server, caplog):
+    config = RunConfig(env=f"{repo / 'env.py'}:ScoredEnv", data_dir=repo / "data", base_url=server.base_url,
+                       model="scripted", run_dir=tmp_path / "run")  # fmt: skip
+    await arun(config)
+    with open_run(tmp_path / "run") as run:
+        started = run.meta["provenance"]
+    (repo / "helpers.py").write_text("WEIGHT = 3.0\n")
+
+    with caplog.at_level("WARNING", logger="benchmax"):
+        await arun(config, resume=True)
+
+    with open_run(tmp_path / "run") as run:
+        meta = dict(run.meta)
+    assert meta["provenance"] == started, "the run keeps the provenance it started with"
+    [resumed] = meta["provenance_resumes"]
+    assert len(resumed["changes"]) == 1 and resumed["changes"][0].startswith("env code differs")
+    assert resumed["provenance"]["git"]["dirty"] is True
+    assert any("since the run started" in record.getMessage() for record in caplog.records)
