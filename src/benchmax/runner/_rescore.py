@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,26 @@ from benchmax.envs import (
     TerminationReason,
     TurnRecord,
 )
-from benchmax.runner._config import RunConfig
+from benchmax.runner._config import EMBEDDED, RunConfig
+from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
 from benchmax.store import RolloutScore, Run, ScoredGroup, decode_transcript
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
 """Runs smaller than this (rollouts) are rescored in this process: starting workers costs more."""
-_NOT_INHERITED = ("status", "error", "kind", "created_at", "started_at", "ended_at", "active_seconds", "outages")
+_NOT_INHERITED = (
+    "status",
+    "error",
+    "kind",
+    "created_at",
+    "started_at",
+    "ended_at",
+    "active_seconds",
+    "outages",
+    "provenance",
+    "provenance_resumes",
+)
 """Source metadata that describes the source's own run, not the rescored one."""
 
 
@@ -72,10 +85,12 @@ async def arescore(
     job = _Job(str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers))
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
+    origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
     try:
         if workers > 1:
             await scorer.aclose()  # each worker loads its own
-        session = RunSession.create(
+        create = partial(
+            RunSession.create,
             target,
             kind="rescore",
             meta={
@@ -84,7 +99,9 @@ async def arescore(
                 "rescored_from": str(source),
                 "source_created_at": meta.get("created_at"),
             },
+            origin=origin,
         )
+        session = await asyncio.to_thread(create)
         async with session.running():
             await asyncio.to_thread(session.adopt, source)
             if workers == 1:
@@ -97,6 +114,20 @@ async def arescore(
     finally:
         await scorer.aclose()
     return target
+
+
+def _source_provenance(meta: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """What made the source's transcripts: its provenance, or (a run from before provenance) its config."""
+    recorded = meta.get("provenance")
+    if recorded:
+        return dict(recorded)
+    base_url = meta.get("base_url") or config.base_url
+    return {
+        "data": None,
+        "model": meta.get("model") or config.model,
+        "endpoint": EMBEDDED if base_url == EMBEDDED else base_url,
+        "sampling": None,
+    }
 
 
 @dataclass(frozen=True, slots=True)
