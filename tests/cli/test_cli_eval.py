@@ -55,7 +55,12 @@ def test_the_summary_prints_the_hand_computed_figures_of_the_run(tmp_path, serve
     assert _cells(out, "finished") == ["finished", "4"]
     assert _cells(out, "model_error") == ["model_error", "2"]
     ids = [canonical_example_id(item) for item in rows]
-    assert [_cells(out, example_id)[1:] for example_id in ids] == [["2/2", "100%"], ["1/2", "50%"], ["0/2", "0%"]]
+    # each example shows its prompt on one line, beside its passes
+    assert [_cells(out, example_id)[1:] for example_id in ids] == [
+        ['both right #answers: ["4"]', "2/2", "100%"],
+        ['one right #answers: ["7", "x"]', "1/2", "50%"],
+        ['both fail #answers: ["1"] #script: [{"status": 400}]', "0/2", "0%"],
+    ]
     # The scripted server counts a prompt as len(text) // 4 tokens and a one-character answer as 1.
     prompt_tokens = 2 * sum(len(item["prompt_messages"][0]["content"]) // 4 for item in rows[:2])
     assert _cells(out, "tokens prompt / completion")[1] == f"{prompt_tokens} / 4"
