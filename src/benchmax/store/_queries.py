@@ -690,7 +690,11 @@ class RunQueries:
                 f" FROM groups {where} ORDER BY {order}, group_id {direction} LIMIT ? OFFSET ?",
                 [*params, limit, offset],
             )
-        return Page([_group_row(row) for row in rows], total, offset, limit)
+        records = [_group_row(row) for row in rows]
+        prompts = self._prompts([record["example_id"] for record in records])
+        for record in records:
+            record["prompt"] = prompts.get(record["example_id"], "")
+        return Page(records, total, offset, limit)
 
     # -- single items ------------------------------------------------------------------
 
