@@ -179,6 +179,7 @@ VISION_TOOLS = {"tool_calls": [
     {"id": "call_nope", "name": "nope", "arguments": {}},
 ]}  # fmt: skip
 OVERSIZED = "data:image/png;base64," + "A" * 2_100_000
+HTML_DATA = "data:text/html;base64,PHNjcmlwdD53aW5kb3cuX194c3M9NTwvc2NyaXB0Pg=="
 
 
 def vision_rows() -> list[dict[str, Any]]:
@@ -202,7 +203,7 @@ def vision_rows() -> list[dict[str, Any]]:
         {
             "prompt_messages": [system({"content": "red"}), {"role": "user", "content": [
                 {"type": "text", "text": f"{XSS} and remote images"},
-                _image(REMOTE), _image(JS_URL), _image("data:text/html;base64,PHNjcmlwdD53aW5kb3cuX194c3M9NTwvc2NyaXB0Pg=="),
+                _image(REMOTE), _image(JS_URL), _image(HTML_DATA),
             ]}],
             "answer": HOSTILE_FIELD,
         },
@@ -242,5 +243,7 @@ class VisionEnv(BaseEnv):
 def make_vision_run(root: Path) -> Path:
     """Evaluate :class:`VisionEnv` (group size 2) into ``root / "vision"``."""
     with ScriptedServer() as server:
-        benchmax.evaluate(VisionEnv(), base_url=server.base_url, model="scripted", group_size=2, run_dir=root / "vision")
+        benchmax.evaluate(
+            VisionEnv(), base_url=server.base_url, model="scripted", group_size=2, run_dir=root / "vision"
+        )
     return root / "vision"
