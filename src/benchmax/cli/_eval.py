@@ -225,7 +225,8 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
         raise typer.Exit(143) from None
     except RunStopped as exc:
         console.print(error_line(f"the run stopped: {exc}"))
-        console.print("Resume it once the model server is back:")
+        server = "env server" if "env server" in str(exc) else "model server"
+        console.print(f"Resume it once the {server} is back:")
         console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
         raise typer.Exit(1) from None
     except EndpointError as exc:

@@ -30,6 +30,7 @@ from benchmax.envs import (
     Example,
     RolloutRequest,
     SamplingParams,
+    TerminationReason,
     data_directory,
     open_examples,
 )
@@ -326,6 +327,10 @@ async def _schedule(
             except EndpointDown as exc:  # raised by a Ray actor whose requests the outage failed
                 watch.stop(str(exc))
                 return
+            down = _env_down(executor, result)
+            if down is not None:  # the env's server went away: nothing it touched is stored as a failure
+                watch.stop(down)
+                return
             if stopping:
                 return
             batch = _batch(key.example_index, per_batch)
@@ -375,6 +380,17 @@ async def _schedule(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return written
+
+
+def _env_down(executor: GroupExecutor, result: GroupResult) -> str | None:
+    """Why the env can run no more rollouts (a served env whose server went away), else ``None``."""
+    env = getattr(executor, "env", None)
+    if isinstance(env, Environment) and env.unavailable is not None:
+        return env.unavailable
+    for outcome in result.outcomes:
+        if outcome.termination_reason == TerminationReason.ENV_UNAVAILABLE:
+            return outcome.error or "the env's server stopped answering"
+    return None
 
 
 def _source_file(env: Environment[Any, Any]) -> str | None:
