@@ -871,15 +871,18 @@
       longText(args.text, 3000, 60));
   }
 
-  // toolErrors: the ids of the tool calls whose result told the model of an error (the turn
-  // records' tool_errors, as the store reads them): those results are painted as errors.
-  function messageNode(message, toolErrors) {
+  // calls: what the transcript knows of its tool calls: errors, the ids of the calls whose result
+  // told the model of an error (the turn records' tool_errors, as the store reads them), painted
+  // as errors; names, each call's tool name by id (a tool message need not repeat it).
+  function messageNode(message, calls = {}) {
     const role = String(message.role || 'unknown');
-    const failed = role === 'tool' && toolErrors instanceof Set && toolErrors.has(String(message.tool_call_id));
+    const callId = String(message.tool_call_id ?? '');
+    const failed = role === 'tool' && calls.errors instanceof Set && calls.errors.has(callId);
+    const toolName = message.name || (calls.names instanceof Map ? calls.names.get(callId) : '') || '';
     const el = h('div', { class: `msg${failed ? ' tool-error' : ''}`, dataset: { role } });
     const head = h('div', { class: 'msg-head' }, h('span', { class: 'role', text: role }));
     if (role === 'tool') {
-      head.append(h('span', { class: 'tool-name', text: message.name || '' }), h('span', { class: 'muted', text: message.tool_call_id || '' }));
+      head.append(h('span', { class: 'tool-name', text: toolName }), h('span', { class: 'muted', text: message.tool_call_id || '' }));
       head.append(failed ? badge('tool error', 'bad') : badge('result', 'ok'));
     }
     el.append(head);
@@ -909,7 +912,13 @@
       else put('after', log);
     }
     const start = record.started_at;
-    const toolErrors = new Set((record.tool_errors || []).map(String));
+    const names = new Map();
+    for (const message of messages) {
+      for (const call of message.tool_calls || []) {
+        if (call && call.id !== undefined && call.function && typeof call.function.name === 'string') names.set(String(call.id), call.function.name);
+      }
+    }
+    const toolErrors = { errors: new Set((record.tool_errors || []).map(String)), names };
     const root = h('div', { class: 'transcript' });
     const prompt = messages.slice(0, promptEnd);
     if (prompt.length) {
