@@ -536,3 +536,18 @@ def test_a_few_distinct_values_draw_one_labelled_bar_each_with_heights_by_count(
     for count, height in zip(counts, heights, strict=True):
         assert height == pytest.approx(max(1.5, 84 * count / tallest) if count else 0)
     assert not page.errors
+
+
+def test_the_static_export_draws_inline_images_too(page: object, vision_dir: Path, tmp_path: Path) -> None:
+    from benchmax.inspector import export_static
+    from benchmax.inspector.export import file_name
+
+    bundle = export_static(vision_dir, tmp_path / "bundle").parent
+    rollout = _vision_rollout(vision_dir, "What colour is it?")
+    _open(page, (bundle / "runs" / "vision" / "rollouts" / f"{file_name(rollout)}.html").as_uri(), "rollout")
+    shown = page.locator("main img.content-image")
+    expect(shown).to_have_count(2)  # the prompt's image and the zoom tool's
+    page.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
+    assert shown.first.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == [64, 48]
+    assert "base64" not in page.locator("main").inner_text()
+    assert page.evaluate("window.__xss") is None and not page.errors
