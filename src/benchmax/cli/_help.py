@@ -8,8 +8,12 @@ arguments bare, keeping every other part of Typer's help as it is.
 
 from __future__ import annotations
 
-import click
+from typing import TYPE_CHECKING
+
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+if TYPE_CHECKING:
+    import click
 
 
 class _FlagOption(TyperOption):
