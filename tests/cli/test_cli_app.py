@@ -23,3 +23,40 @@ def test_every_command_names_its_arguments_in_capitals_with_help_for_every_optio
     for flag in ("--temperature", "--max-tokens", "--top-p", "--max-failure-rate", "--max-outage"):
         line = next(line for line in sampling.splitlines() if flag in line)
         assert len(line.split(flag, 1)[1].strip().split()) > 2, f"{flag} has no help text: {line}"
+
+
+def test_help_writes_arguments_and_flags_as_shells_do():
+    usages = (("validate", "[OPTIONS] ENV"), ("rescore", "[OPTIONS] RUN_DIR [ENV]"), ("eval", "[OPTIONS] [ENV]"))
+    for command, usage in usages:
+        text = run_cli(command, "--help").stdout
+        assert next(line for line in text.splitlines() if "Usage:" in line).strip().endswith(usage), command
+        assert "{" not in text.split("Usage:", 1)[1].splitlines()[0]
+    flags = (("eval", "--no-progress"), ("diff", "--force"), ("inspect", "--no-browser"), ("", "--version"))
+    for command, flag in flags:
+        text = run_cli(*([command] if command else []), "--help").stdout
+        line = next(line for line in text.splitlines() if flag in line)
+        assert "<bool>" not in line, line
+        assert "<bool>" not in text
+    concurrency = next(line for line in run_cli("eval", "--help").stdout.splitlines() if "--concurrency" in line)
+    assert "default: 64" in concurrency
+
+
+def test_an_inspect_of_a_missing_folder_is_an_error_line(tmp_path):
+    result = run_cli("inspect", tmp_path / "nowhere", "--no-browser")
+
+    assert result.returncode == 2
+    missing = tmp_path / "nowhere"
+    assert result.stdout.strip() == f"error: {missing} does not exist: pass a run directory or a folder of runs"
+
+
+def test_the_scripted_server_runs_as_a_module_without_a_runpy_warning():
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", "benchmax.testing", "--help"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "usage:" in result.stdout and "RuntimeWarning" not in result.stderr

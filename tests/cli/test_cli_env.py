@@ -95,3 +95,16 @@ def test_init_refuses_a_directory_that_is_not_empty(tmp_path):
     assert result.returncode == 1
     assert "taken exists and is not empty; pick a new name" in result.stdout
     assert sorted(path.name for path in (tmp_path / "taken").iterdir()) == ["notes.txt"]
+
+
+def test_validate_counts_in_words_that_agree_with_the_number(tmp_path):
+    write_checked_env(tmp_path / "env", tools='[{"type": "function", "function": {"name": "add"}}]')
+
+    result = run_cli("validate", tmp_path / "env")
+
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    assert "ok 1 tool: add" in lines
+    assert "ok eval: 1 example checked" in lines
+    assert "ok eval: reward hooks ran on 1 synthetic rollout" in lines
+    assert "(s)" not in result.stdout

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from runkit import ENV_SPEC, cli_env, row, run_cli, write_split
+from runkit import ENV_SPEC, cli_env, png_data_uri, row, run_cli, write_split
 
 from benchmax import open_run
 from benchmax.envs import canonical_example_id
+from benchmax.testing import ScriptedServer
 
 SECRET = "sk-test-6f1c0ffee-do-not-store"
 
@@ -55,7 +56,12 @@ def test_the_summary_prints_the_hand_computed_figures_of_the_run(tmp_path, serve
     assert _cells(out, "finished") == ["finished", "4"]
     assert _cells(out, "model_error") == ["model_error", "2"]
     ids = [canonical_example_id(item) for item in rows]
-    assert [_cells(out, example_id)[1:] for example_id in ids] == [["2/2", "100%"], ["1/2", "50%"], ["0/2", "0%"]]
+    # each example shows its prompt on one line, beside its passes
+    assert [_cells(out, example_id)[1:] for example_id in ids] == [
+        ['both right #answers: ["4"]', "2/2", "100%"],
+        ['one right #answers: ["7", "x"]', "1/2", "50%"],
+        ['both fail #answers: ["1"] #script: [{"status": 400}]', "0/2", "0%"],
+    ]
     # The scripted server counts a prompt as len(text) // 4 tokens and a one-character answer as 1.
     prompt_tokens = 2 * sum(len(item["prompt_messages"][0]["content"]) // 4 for item in rows[:2])
     assert _cells(out, "tokens prompt / completion")[1] == f"{prompt_tokens} / 4"
@@ -205,3 +211,50 @@ def test_the_failure_rate_threshold_decides_the_exit_code(tmp_path, server, rate
 
     assert result.returncode == code, result.stdout
     assert ("run failed" in result.stdout) == (code == 1)
+
+
+def test_an_error_after_the_live_progress_starts_on_its_own_line(tmp_path, server):
+    result = run_cli("eval", tmp_path / "nothere.py", "--base-url", server.base_url, "--run-dir", tmp_path / "r1")
+
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("tokens") for line in lines), "the live progress block was shown"
+    assert f"error: {tmp_path / 'nothere.py'}: env file not found" in lines
+
+
+def test_a_run_where_every_example_passes_says_so_instead_of_listing_them(tmp_path, server):
+    write_split(tmp_path / "data", [row("1", "one"), row("2", "two")])
+
+    result = _eval(tmp_path, server, "--no-progress")
+
+    assert result.returncode == 0, result.stdout
+    assert "pass rate per example: every example passes (2 examples, reward >= 1 on every rollout)" in result.stdout
+    assert "pass rate per example (lowest" not in result.stdout
+    assert "100%" not in result.stdout
+
+
+def test_the_summary_samples_show_the_task_beside_the_answer_with_images_as_placeholders(tmp_path):
+    image = {"type": "image_url", "image_url": {"url": png_data_uri(640, 480)}}
+    rows = [
+        {"prompt_messages": [{"role": "user", "content": [{"type": "text", "text": "Which colour?"}, image]}],
+         "answer": "red"},
+        {"prompt_messages": [{"role": "user", "content": "Say blue [bold]please[/bold]"}], "answer": "blue"},
+    ]  # fmt: skip
+    write_split(tmp_path / "data", rows)
+
+    with ScriptedServer(policy=lambda body: {"content": "red"}) as server:
+        result = _eval(tmp_path, server, "--no-progress")
+
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    at = lines.index("samples")
+    assert lines[at + 1].startswith("  passed  reward 1  finished  eval/")
+    assert lines[at + 2 : at + 5] == [
+        "    prompt: Which colour? [image 640x480 png]", "    fields: answer=red", "    answer: red",
+    ]  # fmt: skip
+    assert lines[at + 5].startswith("  not passed  reward 0  finished  eval/")
+    assert lines[at + 6 : at + 9] == [
+        "    prompt: Say blue [bold]please[/bold]", "    fields: answer=blue", "    answer: red",
+    ]  # fmt: skip
+    assert _cells(result.stdout, canonical_example_id(rows[1]))[1:] == ["Say blue [bold]please[/bold]", "0/1", "0%"]
+    assert "base64" not in result.stdout and "iVBOR" not in result.stdout

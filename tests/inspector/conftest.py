@@ -2,13 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from inspector_runs import make_runs
+from inspector_runs import make_runs, make_vision_run
+
+T = TypeVar("T")
+
+
+def _aside(build: Callable[[], T]) -> T:
+    """Build in a thread of its own: a fixture may first be needed while Playwright's sync API
+    runs an event loop in this thread, where ``asyncio.run`` (inside ``evaluate``) is refused."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(build).result()
 
 
 @pytest.fixture(scope="session")
 def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with two finished runs, ``a`` and ``b``."""
-    return make_runs(tmp_path_factory.mktemp("runs"))
+    root = tmp_path_factory.mktemp("runs")
+    return _aside(lambda: make_runs(root))
+
+
+@pytest.fixture(scope="session")
+def vision_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with one run, ``vision``: images in prompts and tool results, a tool error."""
+    root = tmp_path_factory.mktemp("vision")
+    _aside(lambda: make_vision_run(root))
+    return root
+
+
+@pytest.fixture(scope="session")
+def mixed_dir(runs_dir: Path, vision_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs ``a`` and ``b``, the unrelated ``vision`` run, and ``a-rescored`` (a rescore of ``a``)."""
+    import asyncio
+    import shutil
+
+    import inspector_runs
+
+    from benchmax.runner import arescore
+
+    root = tmp_path_factory.mktemp("mixed")
+    for source in (runs_dir / "a", runs_dir / "b", vision_dir / "vision"):
+        shutil.copytree(source, root / source.name)
+    spec = f"{inspector_runs.__file__}:InspectEnv"
+    _aside(lambda: asyncio.run(arescore(root / "a", env_spec=spec, run_dir=root / "a-rescored", workers=1)))
+    return root

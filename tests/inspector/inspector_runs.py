@@ -142,3 +142,108 @@ def write_synthetic_groups(writer: Any, start: int, count: int, *, group_size: i
             )
         )
     writer.flush()
+
+
+# -- a vision run: images in prompts and tool results, tool errors, JSON tool results -------------
+
+JS_URL = "javascript:window.__xss=3"
+HOSTILE_FIELD = '<img src=x onerror="window.__xss=4"><b id=injected-field>field</b>'
+REMOTE = "https://images.example.invalid/cat.png?size=big&quote=%22%3E%3Cscript%3E"
+
+
+def png_uri(width: int, height: int) -> str:
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    pixels = b"".join(b"\x00" + bytes((30, 120, 200)) * width for _ in range(height))
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(pixels))
+        + chunk(b"IEND", b"")
+    )
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def _image(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+VISION_TOOLS = {"tool_calls": [
+    {"id": "call_zoom", "name": "zoom", "arguments": {"x": 1}},
+    {"id": "call_lookup", "name": "lookup", "arguments": {"city": "Paris"}},
+    {"id": "call_nope", "name": "nope", "arguments": {}},
+]}  # fmt: skip
+OVERSIZED = "data:image/png;base64," + "A" * 2_100_000
+HTML_DATA = "data:text/html;base64,PHNjcmlwdD53aW5kb3cuX194c3M9NTwvc2NyaXB0Pg=="
+
+
+def vision_rows() -> list[dict[str, Any]]:
+    """Prompts carrying a small PNG, a remote image, hostile URLs and an oversized data URI.
+
+    The scripted server reads scripts from string contents only, so each rides in the system message.
+    """
+
+    def system(*steps: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "system", "content": f"You see images.\n{_script(*steps)}"}
+
+    return [
+        {
+            "prompt_messages": [
+                system(VISION_TOOLS, {"content": "blue"}),
+                {"role": "user", "content": [{"type": "text", "text": "What colour is it?"}, _image(png_uri(64, 48))]},
+            ],
+            "answer": "blue",
+            "level": {"grade": 3, "tags": ["colour", "vision"]},
+        },
+        {
+            "prompt_messages": [system({"content": "red"}), {"role": "user", "content": [
+                {"type": "text", "text": f"{XSS} and remote images"},
+                _image(REMOTE), _image(JS_URL), _image(HTML_DATA),
+            ]}],
+            "answer": HOSTILE_FIELD,
+        },
+        {
+            "prompt_messages": [system({"content": "green"}), {"role": "user", "content": [
+                {"type": "text", "text": "a huge image"}, _image(OVERSIZED),
+            ]}],
+            "answer": "green",
+        },
+    ]  # fmt: skip
+
+
+class VisionEnv(BaseEnv):
+    """A geo3k-like env: ``zoom`` answers with an image part, ``lookup`` with a JSON object."""
+
+    max_turns = 3
+
+    async def create_dataset(self, split: str, base_dir: Path, *, max_examples: int | None = None) -> Any:
+        return ListDataset(vision_rows())
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        return [
+            {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+            for name in ("zoom", "lookup")
+        ]
+
+    async def run_tool(self, rollout_id: str, tool_name: str, **kwargs: Any) -> Any:
+        if tool_name == "zoom":
+            return [{"type": "text", "text": "zoomed in"}, _image(png_uri(32, 16))]
+        return {"city": kwargs.get("city"), "population": 2_100_000, "note": "line one\nline two"}
+
+    async def compute_reward(self, rollout: Any) -> dict[str, float]:
+        answer = rollout.messages[-1].get("content") or ""
+        return {"correct": float(answer == rollout.example_args["answer"])}
+
+
+def make_vision_run(root: Path) -> Path:
+    """Evaluate :class:`VisionEnv` (group size 2) into ``root / "vision"``."""
+    with ScriptedServer() as server:
+        benchmax.evaluate(
+            VisionEnv(), base_url=server.base_url, model="scripted", group_size=2, run_dir=root / "vision"
+        )
+    return root / "vision"

@@ -100,6 +100,23 @@ def _open(page: object, url: str, view: str) -> None:
     page.wait_for_selector(f"body[data-ready={view}]", timeout=15000)  # type: ignore[attr-defined]
 
 
+_TABLE_ANSWERS = """(want) => {
+  const url = new URL(location.href);
+  if (!Object.entries(want).every(([key, value]) => (url.searchParams.get(key) || '') === value)) return false;
+  const area = document.querySelector('.tab-area');
+  return !!area && area.dataset.drawn === location.search && area.getAttribute('aria-busy') === 'false';
+}"""
+
+
+def _table_answers(page: object, **params: str) -> None:
+    """Wait until the URL carries ``params`` and the run page's table is the one drawn for that URL.
+
+    A filter or a sort changes the URL at once and redraws the table when its answer arrives:
+    the old table stays on screen meanwhile, and may even have the row count the test expects.
+    """
+    page.wait_for_function(_TABLE_ANSWERS, arg=params, timeout=15000)  # type: ignore[attr-defined]
+
+
 def test_runs_list_compares_two_runs(page: object, server: _Server, shots: Path) -> None:
     _open(page, server.base + "/", "runs")
     assert sorted(page.locator("a.run-link").all_text_contents()) == ["a", "b"]
@@ -116,22 +133,31 @@ def test_runs_list_compares_two_runs(page: object, server: _Server, shots: Path)
 def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server, shots: Path) -> None:
     _open(page, server.base + "/runs/a", "run")
     page.wait_for_selector("text=latency per rollout")
-    assert page.locator("table.grid tbody tr").count() == 15
+    _table_answers(page)
+    rows = page.locator(".tab-area table.grid tbody tr")
+    assert rows.count() == 15
     page.screenshot(path=str(shots / "inspector-run.png"), full_page=True)
 
     page.select_option("select[name=reason]", "model_error")
-    expect(page.locator("table.grid tbody tr")).to_have_count(3)
-    assert "reason=model_error" in page.url
+    _table_answers(page, reason="model_error")
+    assert rows.count() == 3
     page.select_option("select[name=reason]", "")
+    _table_answers(page, reason="")
+    assert rows.count() == 15
     page.fill("input[name=q]", "window.__xss")
-    expect(page.locator("table.grid tbody tr")).to_have_count(3)
+    _table_answers(page, q="window.__xss")
+    assert rows.count() == 3
     page.fill("input[name=q]", "")
-    expect(page.locator("table.grid tbody tr")).to_have_count(15)
+    _table_answers(page, q="")
+    assert rows.count() == 15
 
     page.locator("th", has_text="reward").first.click()
-    expect(page).to_have_url(re.compile("desc=1"))
-    rewards = [float(text) for text in page.locator("table.grid tbody tr td:nth-child(5)").all_text_contents()]
+    _table_answers(page, sort="reward", desc="1")
+    rewards = [
+        float(text) for text in page.locator(".tab-area table.grid tbody tr td:nth-child(5)").all_text_contents()
+    ]
     assert rewards == sorted(rewards, reverse=True)
+    assert len(rewards) == 15
 
     page.locator("a", has_text="group · 0").first.click()
     page.wait_for_selector("body[data-ready=group]")
@@ -218,6 +244,7 @@ def test_new_rollouts_appear_while_the_run_is_being_written(page: object, tmp_pa
     try:
         write_synthetic_groups(writer, 0, 3)
         _open(page, live.base + "/runs/live", "run")
+        _table_answers(page)
         assert page.locator("table.grid tbody tr").count() == 6
         expect(page.locator("#live")).to_be_visible()
         write_synthetic_groups(writer, 3, 2)
@@ -261,7 +288,7 @@ def test_token_ids_and_logprobs_show_in_a_token_view(page: object, tmp_path: Pat
 
 def _ids(page: object, url: str, view: str = "run") -> list[str]:
     _open(page, url, view)
-    page.wait_for_selector("table.grid")  # type: ignore[attr-defined]
+    _table_answers(page)
     return page.locator("table.grid tbody a.id").all_text_contents()  # type: ignore[attr-defined]
 
 
@@ -358,3 +385,235 @@ def test_compare_warns_when_the_runs_differ_in_env_code(page: object, tmp_path: 
     finally:
         inspector.stop()
     assert not page.errors
+
+
+# -- the task beside the answer, tool outcomes, images, comparing, the runs list -------------------
+
+
+@pytest.fixture(scope="module")
+def vision_server(vision_dir: Path) -> Iterator[_Server]:
+    running = _Server(vision_dir)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def mixed_server(mixed_dir: Path) -> Iterator[_Server]:
+    running = _Server(mixed_dir)
+    yield running
+    running.stop()
+
+
+def _vision_rollout(vision_dir: Path, text: str) -> str:
+    from benchmax.store import RunQueries
+
+    with RunQueries(vision_dir / "vision") as run:
+        rows = run.rollouts(limit=50).rows
+    return next(row["rollout_id"] for row in rows if text in row["prompt"])
+
+
+def _fits(page: object, width: int) -> None:
+    """Nothing on the page is wider than the viewport (no sideways scrolling)."""
+    wide = page.evaluate("() => document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+    assert wide <= width, f"the page is {wide}px wide in a {width}px viewport"
+
+
+def test_a_rollout_shows_its_task_images_and_which_tool_calls_failed(
+    page: object, vision_server: _Server, vision_dir: Path, shots: Path
+) -> None:
+    rollout = _vision_rollout(vision_dir, "What colour is it?")
+    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
+
+    fields = page.locator(".example-card table.fields")
+    assert fields.locator("th").all_text_contents() == ["answer", "level"]
+    assert fields.locator("td").first.inner_text().strip() == "blue"
+    assert '"tags": [' in fields.locator("td").nth(1).inner_text()
+
+    prompt_image = page.locator(".transcript .prompt img.content-image")
+    expect(prompt_image).to_have_count(1)
+    assert prompt_image.get_attribute("src").startswith("data:image/png;base64,")
+    page.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
+    assert prompt_image.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == [64, 48]
+    assert "base64" not in page.locator("main").inner_text()
+
+    tools = page.locator(".msg[data-role=tool]")
+    assert tools.count() == 3
+    by_name = {tools.nth(i).locator(".tool-name").inner_text(): tools.nth(i) for i in range(3)}
+    zoom, lookup, nope = by_name["zoom"], by_name["lookup"], by_name["nope"]
+    assert zoom.locator("img.content-image").count() == 1 and "zoomed in" in zoom.inner_text()
+    assert '\n  "city": "Paris",\n' in lookup.locator("pre").first.inner_text()
+    assert "line one\\nline two" in lookup.inner_text()
+    assert (
+        "tool-error" in (nope.get_attribute("class") or "")
+        and nope.locator(".badge", has_text="tool error").count() == 1
+    )
+    for success in (zoom, lookup):
+        assert "tool-error" not in (success.get_attribute("class") or "")
+        assert success.locator(".badge", has_text="result").count() == 1
+    colours = [tool.evaluate("(el) => getComputedStyle(el).backgroundColor") for tool in (zoom, nope)]
+    assert colours[0] != colours[1], "a tool error is painted differently from a result"
+    assert "advantage" in page.locator("section.card h3", has_text="reward").inner_text()
+    page.screenshot(path=str(shots / "inspector-rollout-vision.png"), full_page=True)
+    assert not page.errors
+
+
+def test_hostile_and_remote_image_urls_are_never_loaded_or_linked_as_code(
+    page: object, vision_server: _Server, vision_dir: Path
+) -> None:
+    from inspector_runs import REMOTE
+
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))  # type: ignore[attr-defined]
+    hostile = _vision_rollout(vision_dir, "and remote images")
+    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(hostile, safe='')}", "rollout")
+    assert page.locator("main img").count() == 0
+    link = page.locator("a.remote-image")
+    assert link.count() == 1 and link.get_attribute("href") == REMOTE
+    assert "noopener" in link.get_attribute("rel")
+    assert page.locator("a[href^='javascript:'], a[href^='data:']").count() == 0
+    notes = page.locator(".image-part.elided").all_text_contents()
+    assert any("unsupported URL: javascript:" in note for note in notes)
+    assert any("not a base64 PNG" in note for note in notes)
+    assert page.locator("#injected, #injected-field").count() == 0
+    assert "onerror" in page.locator(".example-card table.fields").inner_text()
+    huge = _vision_rollout(vision_dir, "a huge image")
+    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(huge, safe='')}", "rollout")
+    assert page.locator("main img").count() == 0
+    assert "over the 2.0 MB bound" in page.locator(".image-part.elided").first.inner_text()
+    assert page.evaluate("window.__xss") is None and page.dialogs == [] and not page.errors
+    assert not [url for url in requested if "images.example.invalid" in url]
+
+
+def test_every_list_of_examples_shows_a_prompt_excerpt(page: object, server: _Server) -> None:
+    for tab in ("rollouts", "examples", "groups"):
+        _open(page, f"{server.base}/runs/a?tab={tab}", "run")
+        _table_answers(page, tab=tab)
+        headers = page.locator(".tab-area table.grid th").all_text_contents()
+        at = [header.strip() for header in headers].index("prompt") + 1
+        cells = page.locator(f".tab-area table.grid tbody td:nth-child({at})").all_text_contents()
+        assert any(cell.startswith("add 1 and 2") for cell in cells), (tab, cells)
+    page.locator(".tab-area table.grid tbody td:first-child a.id").first.click()
+    page.wait_for_selector("body[data-ready=group]")
+    card = page.locator("section.example-card")
+    expect(card).to_be_visible()
+    assert card.locator(".msg[data-role=user]").first.is_visible()
+    assert not page.errors
+
+
+def test_compare_names_a_and_b_swaps_them_and_refuses_deltas_without_common_examples(
+    page: object, mixed_server: _Server, shots: Path
+) -> None:
+    _open(page, mixed_server.base + "/", "runs")
+    page.get_by_label("select b", exact=True).check()
+    page.get_by_label("select a", exact=True).check()
+    assert page.locator(".pick-line [data-side=a]").inner_text() == "a", "the older run is the baseline"
+    page.get_by_role("button", name="swap A and B").click()
+    assert page.locator(".pick-line [data-side=a]").inner_text() == "b"
+    page.get_by_role("button", name="Compare selected").click()
+    page.wait_for_selector("body[data-ready=compare]")
+    assert "a=b&b=a" in page.url
+    assert page.locator(".ab-line [data-side=a]").inner_text() == "b"
+    page.locator("a.button", has_text="swap A and B").click()
+    page.wait_for_selector("body[data-ready=compare]")
+    expect(page.locator(".ab-line [data-side=a]")).to_have_text("a")
+    assert "a=a&b=b" in page.url
+    headers = [text.strip() for text in page.locator("table.grid").nth(1).locator("th").all_text_contents()]
+    assert "prompt" in headers
+
+    _open(page, f"{mixed_server.base}/compare?a=a&b=vision", "compare")
+    verdict = page.locator(".not-comparable")
+    expect(verdict).to_contain_text("0 common examples: not comparable")
+    assert page.locator(".warn-box", has_text="different envs").count() == 1
+    assert "pp" not in page.locator("main").inner_text(), "no pass-rate delta is shown"
+    assert page.locator("table.grid").count() == 0
+    page.screenshot(path=str(shots / "inspector-compare-unrelated.png"), full_page=True)
+    assert not page.errors
+
+
+def test_the_runs_list_sorts_marks_rescores_and_fits_1400_pixels(page: object, mixed_server: _Server) -> None:
+    _open(page, mixed_server.base + "/", "runs")
+    ids = lambda: page.locator("a.run-link").all_text_contents()  # noqa: E731
+    page.locator("th", has_text="rollouts").click()
+    expect(page).to_have_url(re.compile("sort=rollouts&desc=1"))
+    assert ids()[-1] == "vision"
+    page.locator("th", has_text="rollouts").click()
+    expect(page).to_have_url(re.compile("sort=rollouts&desc=0"))
+    assert ids()[0] == "vision"
+    page.locator("th", has_text="run").first.click()
+    expect(page).to_have_url(re.compile("sort=run&desc=0"))
+    assert ids() == ["a", "a-rescored", "b", "vision"]
+
+    row = {
+        name: page.locator("tbody tr", has=page.locator("a.run-link", has_text=re.compile(f"^{name}$")))
+        for name in ids()
+    }
+    assert row["a-rescored"].locator(".rescore-note").inner_text().strip() == "rescore of a"
+    assert row["a-rescored"].locator(".rescore-note a").get_attribute("href").endswith("/runs/a")
+    assert row["a"].locator(".rescore-note").count() == 0
+    created = {name: row[name].locator("td").nth(4).inner_text() for name in ("a", "a-rescored")}
+    assert created["a"] != created["a-rescored"], "a rescore has its own creation date"
+    components = {name: row[name].locator(".component .name").all_text_contents() for name in ids()}
+    assert components["vision"] == ["correct"] and components["a"] == ["correct", "format"]
+    _fits(page, 1400)
+    clipped = page.evaluate(
+        "() => [...document.querySelectorAll('table.grid td, table.grid th')]"
+        ".filter((cell) => cell.scrollWidth > cell.clientWidth + 1).map((cell) => cell.textContent)"
+    )
+    assert clipped == [], "no cell's content is cut off"
+    assert not page.errors
+
+
+def test_rollout_pages_fit_a_390_pixel_phone(
+    browser: object, vision_server: _Server, vision_dir: Path, server: _Server, runs_dir: Path, shots: Path
+) -> None:
+    from benchmax.store import RunQueries
+
+    with RunQueries(runs_dir / "a") as run:
+        longest = run.rollouts(sort="num_tool_calls", descending=True, limit=1).rows[0]["rollout_id"]
+    context = browser.new_context(viewport={"width": 390, "height": 844})  # type: ignore[attr-defined]
+    try:
+        phone = context.new_page()
+        rollout = _vision_rollout(vision_dir, "What colour is it?")
+        _open(phone, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
+        phone.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
+        _fits(phone, 390)
+        phone.screenshot(path=str(shots / "inspector-rollout-390.png"), full_page=True)
+        _open(phone, f"{server.base}/runs/a/rollouts/{quote(longest, safe='')}", "rollout")
+        _fits(phone, 390)
+    finally:
+        context.close()
+
+
+def test_a_few_distinct_values_draw_one_labelled_bar_each_with_heights_by_count(page: object, server: _Server) -> None:
+    stored = httpx.get(f"{server.base}/api/runs/a/overview").json()["components"]["format"]["histogram"]
+    assert 1 < len(stored) <= 20 and all(bar["low"] == bar["high"] for bar in stored)
+
+    _open(page, server.base + "/runs/a", "run")
+    chart = page.locator("figure.chart", has=page.locator("figcaption", has_text=re.compile("^format")))
+    bars = chart.locator("rect.bar")
+    expect(bars).to_have_count(len(stored))
+    values = chart.locator("text.axis.value").all_text_contents()
+    counts = [int(bars.nth(i).get_attribute("data-count")) for i in range(bars.count())]
+    heights = [float(bars.nth(i).get_attribute("height")) for i in range(bars.count())]
+    assert counts == [bar["count"] for bar in stored]
+    assert [float(value) for value in values] == [bar["low"] for bar in stored]
+    assert chart.locator("text.axis.count").all_text_contents() == [str(count) for count in counts]
+    tallest = max(counts)
+    for count, height in zip(counts, heights, strict=True):
+        assert height == pytest.approx(max(1.5, 84 * count / tallest) if count else 0)
+    assert not page.errors
+
+
+def test_the_static_export_draws_inline_images_too(page: object, vision_dir: Path, tmp_path: Path) -> None:
+    from benchmax.inspector import export_static
+    from benchmax.inspector.export import file_name
+
+    bundle = export_static(vision_dir, tmp_path / "bundle").parent
+    rollout = _vision_rollout(vision_dir, "What colour is it?")
+    _open(page, (bundle / "runs" / "vision" / "rollouts" / f"{file_name(rollout)}.html").as_uri(), "rollout")
+    shown = page.locator("main img.content-image")
+    expect(shown).to_have_count(2)  # the prompt's image and the zoom tool's
+    page.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
+    assert shown.first.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == [64, 48]
+    assert "base64" not in page.locator("main").inner_text()
+    assert page.evaluate("window.__xss") is None and not page.errors

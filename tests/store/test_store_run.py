@@ -86,18 +86,22 @@ def test_a_jsonl_export_reads_back_into_the_same_records(live_run, tmp_path):
     assert all(sorted(line["filled"]) == line["filled"] for line in lines)
 
 
-def test_a_parquet_export_has_one_row_per_rollout_with_json_columns(live_run, tmp_path):
+def test_a_parquet_export_has_one_row_per_rollout_with_a_column_per_reward_component(live_run, tmp_path):
     with open_run(live_run) as run:
         count = export_run(run, tmp_path / "rollouts.parquet", "parquet")
         records = list(run.rollouts())
 
-    rows = pq.read_table(tmp_path / "rollouts.parquet").to_pylist()
+    table = pq.read_table(tmp_path / "rollouts.parquet")
+    rows = table.to_pylist()
 
     assert count == len(rows) == 4
+    assert {"reward.correct", "reward.bonus", "raw_reward.correct", "raw_reward.bonus"} <= set(table.column_names)
+    assert str(table.schema.field("reward.bonus").type) == "double"
     for record, exported in zip(records, rows, strict=True):
         assert exported["rollout_id"] == record.rollout_id
-        assert orjson.loads(exported["rewards"]) == record.rewards
-        assert orjson.loads(exported["raw_rewards"]) == record.raw_rewards
+        assert {name: exported[f"reward.{name}"] for name in ("correct", "bonus")} == record.rewards
+        raw = {name: exported[f"raw_reward.{name}"] for name in ("correct", "bonus")}
+        assert {name: value for name, value in raw.items() if value is not None} == record.raw_rewards
         assert orjson.loads(exported["messages"]) == record.messages
         assert set(exported["filled"]) == record.filled
         assert (exported["reward"], exported["termination_reason"]) == (record.reward, record.termination_reason)

@@ -122,8 +122,9 @@ def test_the_summary_tables_print_the_figures(run_dir):
     assert "10.0s" in text
     for reason, count in (("finished", 4), ("model_error", 1), ("output_exceeded", 1)):
         assert [cell.strip() for cell in lines[reason].split("│")[1:3]] == [reason, str(count)]
-    assert [[cell.strip() for cell in lines[name].split("│")[1:4]] for name in ("e1", "e2", "e3")] == [
-        ["e1", "2/2", "100%"], ["e2", "1/2", "50%"], ["e3", "1/2", "50%"]
+    # each example beside its prompt excerpt (the fixture's prompts are the example ids)
+    assert [[cell.strip() for cell in lines[name].split("│")[1:5]] for name in ("e1", "e2", "e3")] == [
+        ["e1", "e1", "2/2", "100%"], ["e2", "e2", "1/2", "50%"], ["e3", "e3", "1/2", "50%"]
     ]  # fmt: skip
 
 

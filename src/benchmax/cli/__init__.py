@@ -10,10 +10,12 @@ import typer
 from benchmax import __version__
 from benchmax.cli._env import init_command, list_command, validate_command
 from benchmax.cli._eval import eval_command
+from benchmax.cli._help import Command, Group
 from benchmax.cli._runs import diff_command, export_command, rescore_command
 
 app = typer.Typer(
     name="benchmax",
+    cls=Group,
     help="Run RL environments for LLMs: eval, keep and inspect rollouts, train.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -39,13 +41,13 @@ def _root(
     """Run RL environments for LLMs: eval, keep and inspect rollouts, train."""
 
 
-app.command("eval")(eval_command)
-app.command("validate")(validate_command)
-app.command("init")(init_command)
-app.command("list")(list_command)
-app.command("export")(export_command)
-app.command("rescore")(rescore_command)
-app.command("diff")(diff_command)
+app.command("eval", cls=Command)(eval_command)
+app.command("validate", cls=Command)(validate_command)
+app.command("init", cls=Command)(init_command)
+app.command("list", cls=Command)(list_command)
+app.command("export", cls=Command)(export_command)
+app.command("rescore", cls=Command)(rescore_command)
+app.command("diff", cls=Command)(diff_command)
 
 
 def _register_optional() -> None:
@@ -55,19 +57,19 @@ def _register_optional() -> None:
     except ImportError:
         pass
     else:
-        app.command("inspect")(inspect_command)
+        app.command("inspect", cls=Command)(inspect_command)
     try:
         from benchmax.cli._serve import serve_command
     except ImportError:
         pass
     else:
-        app.command("serve")(serve_command)
+        app.command("serve", cls=Command)(serve_command)
     try:
         from benchmax.cli._train import train_command
     except ImportError:
         pass
     else:
-        app.command("train")(train_command)
+        app.command("train", cls=Command)(train_command)
 
 
 _register_optional()

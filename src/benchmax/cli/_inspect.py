@@ -46,12 +46,12 @@ def inspect_command(
         from benchmax.inspector import export_static, serve
     except ImportError as exc:
         typer.echo(
-            f"benchmax inspect needs the inspect extra ({exc.name} is missing): pip install 'benchmax[inspect]'",
+            f"error: benchmax inspect needs the inspect extra ({exc.name} is missing): pip install 'benchmax[inspect]'",
             err=True,
         )
         raise typer.Exit(2) from exc
     if not path.exists():
-        typer.echo(f"{path} does not exist: pass a run directory or a folder of runs", err=True)
+        typer.echo(f"error: {path} does not exist: pass a run directory or a folder of runs", err=True)
         raise typer.Exit(2)
     try:
         if export is not None:
@@ -60,5 +60,5 @@ def inspect_command(
             return
         serve(path, host=host, port=port, token=token, open_browser=not no_browser)
     except (BenchmaxError, FileNotFoundError) as exc:
-        typer.echo(str(exc), err=True)
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -13,6 +13,11 @@ def command_line(*parts: str | PathLike[str]) -> str:
     return shlex.join(str(part) for part in parts)
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 example``, ``2 examples`` (``many`` for nouns whose plural is not ``noun + "s"``)."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"
+
+
 def error_line(message: str) -> str:
     """``error: MESSAGE`` in red, with the message's own brackets kept as text."""
     return f"[red]error:[/] {escape(message)}"

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from benchmax.cli._output import plural
 from benchmax.client import GateEvent, Outage
 from benchmax.engine import GroupResult
 from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
@@ -58,11 +59,15 @@ class LiveProgress:
     def __exit__(self, *exc: object) -> None:
         self._live.update(self._render())
         self._live.__exit__(None, None, None)
+        if not self.console.is_terminal:
+            # Rich ends the block with a newline only on a terminal: without one, whatever
+            # comes next (an error, the summary) would start on the block's last line
+            self.console.line()
 
     def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
         self._progress.update(self._task, total=total_rollouts, completed=done_rollouts)
         if done_rollouts:
-            self.console.print(f"resuming: {done_rollouts} of {total_rollouts} rollouts already stored")
+            self.console.print(f"resuming: {done_rollouts:,} of {plural(total_rollouts, 'rollout')} already stored")
         self._started = time.perf_counter()
         self._live.update(self._render())
 
@@ -106,7 +111,7 @@ class LiveProgress:
             for endpoint, (outage, waiting) in self._down.items():
                 stats.add_row(
                     Text("endpoint", style="bold red"),
-                    Text(f"{endpoint} {_down_state(outage)} ({waiting} rollouts waiting)", style="red"),
+                    Text(f"{endpoint} {_down_state(outage)} ({plural(waiting, 'rollout')} waiting)", style="red"),
                 )
         return Group(self._progress, stats)
 
@@ -121,7 +126,7 @@ class LiveProgress:
                 stats.add_row(Text("replica", style="bold"), Text(f"{url} up ({served:,} requests{share})"))
                 continue
             outage, waiting = down
-            then = f"{waiting} rollouts waiting" if all_down else "its rollouts go to the other replicas"
+            then = f"{plural(waiting, 'rollout')} waiting" if all_down else "its rollouts go to the other replicas"
             stats.add_row(
                 Text("replica", style="bold red"),
                 Text(f"{url} {_down_state(outage)} ({then}; {served:,} requests{share})", style="red"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -10,11 +11,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from benchmax.cli._output import command_line, error_line
+from benchmax.cli._output import command_line, error_line, plural
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
-from benchmax.store import Run, diff_runs, export_run, provenance_changes
+from benchmax.store import FORMATS, HEADLINE, Delta, Run, RunDiff, diff_runs, export_run, provenance_changes
 
 console = Console()
 
@@ -27,12 +29,24 @@ def _open(path: Path) -> Run:
         raise typer.Exit(2) from None
 
 
+def _export_format(value: str) -> str:
+    if value not in FORMATS:
+        raise typer.BadParameter(f"unknown export format {value!r}; use one of {', '.join(FORMATS)}")
+    return value
+
+
 def export_command(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
-    format: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format", metavar=f"<{'|'.join(FORMATS)}>", callback=_export_format, help="The file format."
+        ),
+    ] = "jsonl",
     output: Annotated[Path | None, typer.Option(help="Output file (default: RUN_DIR/rollouts.FORMAT).")] = None,
 ) -> None:
-    """Write every rollout (transcript, rewards raw and filled, mask, logs) to a file."""
+    """Write every rollout to a file: transcript, rewards (raw and filled, the fill mask), its
+    advantage in its group, its example's fields, logs."""
     with _open(run_dir) as run:
         target = output or run_dir / f"rollouts.{format}"
         try:
@@ -40,7 +54,7 @@ def export_command(
         except (ValueError, RuntimeError) as exc:
             console.print(error_line(str(exc)))
             raise typer.Exit(2) from None
-    console.print(f"wrote {count} rollouts to {target}")
+    console.print(f"wrote {plural(count, 'rollout')} to {target}", soft_wrap=True, highlight=False, markup=False)
 
 
 def rescore_command(
@@ -80,38 +94,125 @@ def rescore_command(
 def diff_command(
     run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="Baseline run.")],
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Run to compare against the baseline.")],
-    examples: Annotated[int, typer.Option(help="Example rows to show (largest changes first).")] = 20,
+    examples: Annotated[int, typer.Option(min=0, help="Example rows to show (largest changes first).")] = 20,
+    force: Annotated[
+        bool, typer.Option("--force", help="Print the tables even when the runs share no example.")
+    ] = False,
 ) -> None:
-    """Per-component and per-example reward deltas, B minus A."""
+    """Per-component and per-example reward deltas, B minus A (examples matched by id).
+
+    Exits 2 when the runs share no example (nothing to compare), unless --force.
+    """
     with _open(run_a) as a, _open(run_b) as b:
         result = diff_runs(a, b)
+        if not result.same_env:
+            console.print(
+                f"[yellow]warning:[/] the runs are of different envs: A ran {escape(str(result.env_a))}, "
+                f"B ran {escape(str(result.env_b))}",
+                soft_wrap=True,
+                highlight=False,
+            )
+        if not result.comparable:
+            problem = (
+                f"A and B share no example (A has {plural(len(result.only_in_a), 'example')} with rollouts, "
+                f"B has {len(result.only_in_b):,}): there is nothing to compare"
+            )
+            if not force:
+                console.print(error_line(f"{problem}; pass --force to print the tables anyway"), soft_wrap=True,
+                              highlight=False)  # fmt: skip
+                raise typer.Exit(2)
+            console.print(f"[yellow]warning:[/] {escape(problem)}", soft_wrap=True, highlight=False)
         changes = provenance_changes(a.meta.get("provenance"), b.meta.get("provenance"))
+        rows = _example_rows(result)
+        prompts = a.prompts([row.example_id for row in rows[:examples]])
     for change in changes:
         label = "[yellow]warning:[/] " if change.warning else "note: "
         console.print(f"{label}{escape(change.text)}", soft_wrap=True, highlight=False)
     if any(change.warning for change in changes):
         console.print("  reward deltas below may come from these changes, not only from the model", highlight=False)
+    names = [delta.component for delta in result.components if delta.component != HEADLINE]
+    single = len(names) == 1 and _same_deltas(result, names[0])
     table = Table(title="components (B - A)", title_justify="left")
     for column in ("component", "A", "B", "delta"):
         table.add_column(column, justify="left" if column == "component" else "right")
     for delta in result.components:
+        if single and delta.component == HEADLINE:
+            continue  # one component: the total is that component, row for row
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    changed = sorted((d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or ""))
-    per_example = Table(title=f"examples with the largest changes ({len(changed)} changed)", title_justify="left")
-    for column in ("example", "component", "A", "B", "delta"):
-        per_example.add_column(column, justify="right" if column in ("A", "B", "delta") else "left")
-    for delta in changed[:examples]:
+    shown = [] if single else names
+    if not rows:
+        console.print(f"examples: none changed ({plural(result.shared, 'example')} compared)", highlight=False)
+    else:
+        _print_examples(rows[:examples], len(rows), prompts, shown)
+    if result.only_in_a or result.only_in_b:
+        console.print(
+            f"examples only in A: {len(result.only_in_a):,}, only in B: {len(result.only_in_b):,} (not compared)"
+        )
+
+
+def _print_examples(rows: list[_ExampleRow], changed: int, prompts: dict[str, str], shown: list[str]) -> None:
+    console.print(f"examples with the largest changes ({plural(changed, 'example')} changed)", highlight=False)
+    per_example = Table()
+    per_example.add_column("example", overflow="fold")
+    per_example.add_column("prompt", ratio=1, no_wrap=True, overflow="ellipsis")
+    for column in ("A", "B", "delta", *(f"delta {name}" for name in shown)):
+        per_example.add_column(column, justify="right")
+    for row in rows:
         per_example.add_row(
-            delta.example_id or "",
-            delta.component,
-            _fmt(delta.mean_a),
-            _fmt(delta.mean_b),
-            _fmt(delta.delta, signed=True),
+            Text(row.example_id),
+            Text(prompts.get(row.example_id, "")),
+            _fmt(row.total.mean_a),
+            _fmt(row.total.mean_b),
+            _fmt(row.total.delta, signed=True),
+            *(_fmt(row.components[name].delta if name in row.components else None, signed=True) for name in shown),
         )
     console.print(per_example)
-    if result.only_in_a or result.only_in_b:
-        console.print(f"examples only in A: {len(result.only_in_a)}, only in B: {len(result.only_in_b)}")
+
+
+@dataclass(frozen=True, slots=True)
+class _ExampleRow:
+    """One shared example's deltas: its total reward and each component."""
+
+    example_id: str
+    total: Delta
+    components: dict[str, Delta]
+
+    @property
+    def change(self) -> float:
+        deltas = [self.total.delta, *(delta.delta for delta in self.components.values())]
+        return max((abs(value) for value in deltas if value is not None), default=0.0)
+
+
+def _example_rows(result: RunDiff) -> list[_ExampleRow]:
+    """The changed shared examples, one row each, largest change first (ties by id)."""
+    by_example: dict[str, dict[str, Delta]] = {}
+    for delta in result.examples:
+        by_example.setdefault(delta.example_id or "", {})[delta.component] = delta
+    rows = [
+        _ExampleRow(example_id, deltas[HEADLINE], {k: v for k, v in deltas.items() if k != HEADLINE})
+        for example_id, deltas in by_example.items()
+    ]
+    changed = [row for row in rows if row.change > _SAME]
+    return sorted(changed, key=lambda row: (-row.change, row.example_id))
+
+
+_SAME = 1e-12
+
+
+def _same_deltas(result: RunDiff, component: str) -> bool:
+    """Whether a run's only component equals its total reward, overall and on every shared example."""
+    pairs: dict[str | None, dict[str, Delta]] = {}
+    for delta in (*result.components, *result.examples):
+        pairs.setdefault(delta.example_id, {})[delta.component] = delta
+    for deltas in pairs.values():
+        total, part = deltas.get(HEADLINE), deltas.get(component)
+        if total is None or part is None:
+            return False
+        for x, y in ((total.mean_a, part.mean_a), (total.mean_b, part.mean_b)):
+            if (x is None) != (y is None) or (x is not None and y is not None and abs(x - y) > _SAME):
+                return False
+    return True
 
 
 def _fmt(value: float | None, *, signed: bool = False) -> str:

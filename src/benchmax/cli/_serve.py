@@ -53,7 +53,8 @@ def serve_command(
         from benchmax.serve import ServeConfig, serve
     except ImportError as exc:
         typer.echo(
-            f"benchmax serve needs the serve extra ({exc.name} is missing): pip install 'benchmax[serve]'", err=True
+            f"error: benchmax serve needs the serve extra ({exc.name} is missing): pip install 'benchmax[serve]'",
+            err=True,
         )
         raise typer.Exit(2) from exc
     config = ServeConfig(session_ttl=session_ttl, max_sessions=max_sessions, max_request_bytes=max_request_bytes)

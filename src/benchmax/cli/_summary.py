@@ -10,10 +10,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from benchmax.cli._output import plural
 from benchmax.client import Outage
 from benchmax.runner import RunVerdict
-from benchmax.store import RunStats
+from benchmax.store import RunStats, Sample
 
 _MAX_EXAMPLE_ROWS = 15
 
@@ -60,14 +62,15 @@ def render_summary(
             requests = figures.get("requests", 0)
             retries = sum(figures.get("retries", {}).values())
             overview.add_row(
-                "replica", f"{url}: {requests:,} requests ({requests / total:.0%}), {retries} retries"
+                "replica",
+                f"{url}: {plural(requests, 'request')} ({requests / total:.0%}), {plural(retries, 'retry', 'retries')}",
             )
         if client_stats and client_stats.get("rerouted"):
             overview.add_row("requests rerouted", f"{client_stats['rerouted']} (their replica went down under them)")
     for outage in outages:
         since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
         length = f"at {since} for {outage.seconds:.1f}s" if outage.ended_at else f"since {since}, still down"
-        held = f"{outage.held} requests held"
+        held = f"{plural(outage.held, 'request')} held"
         if outage.rerouted:
             held += f", {outage.rerouted} rerouted"
         verdict = " (past --max-outage)" if outage.failed else ""
@@ -90,16 +93,58 @@ def render_summary(
                 highlight=False,
             )
 
-    examples = Table(
-        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {stats.example_count})",
-        title_justify="left",
-    )
-    examples.add_column("example")
+    render_examples(console, stats)
+    render_samples(console, stats.samples)
+
+
+def render_examples(console: Console, stats: RunStats) -> None:
+    """The lowest pass rates per example, each example shown by its id and prompt excerpt."""
+    if not stats.example_count:
+        return
+    if stats.every_example_passes:
+        console.print(
+            f"pass rate per example: every example passes ({plural(stats.example_count, 'example')}, "
+            f"reward >= {stats.pass_threshold:g} on every rollout)",
+            highlight=False,
+        )
+        return
+    shown = min(_MAX_EXAMPLE_ROWS, len(stats.examples))
+    examples = Table(title=f"pass rate per example (lowest {shown} of {stats.example_count})", title_justify="left")
+    examples.add_column("example", overflow="fold")
+    examples.add_column("prompt", ratio=1, overflow="ellipsis", no_wrap=True)
     examples.add_column("passed", justify="right")
     examples.add_column("rate", justify="right")
     for example in stats.examples[:_MAX_EXAMPLE_ROWS]:
-        examples.add_row(example.example_id, f"{example.passed}/{example.total}", f"{example.rate:.0%}")
+        examples.add_row(Text(example.example_id), Text(example.prompt), f"{example.passed}/{example.total}",
+                         f"{example.rate:.0%}")  # fmt: skip
     console.print(examples)
+
+
+def render_samples(console: Console, samples: Sequence[Sample]) -> None:
+    """A few rollouts read whole: the task (prompt, the example's fields) next to the answer.
+
+    Every text is the store's one bounded line (images as ``[image WxH fmt]``),
+    printed as plain text: nothing in it is read as markup.
+    """
+    if not samples:
+        return
+    console.print("samples", style="italic", highlight=False)
+    tones = {"passed": "green", "not passed": "yellow", "failed": "red"}
+    for sample in samples:
+        reward = "-" if sample.reward is None else f"{sample.reward:.4g}"
+        head = Text.assemble(
+            "  ", (sample.outcome, tones.get(sample.outcome, "")), f"  reward {reward}  {sample.termination_reason}  ",
+            (sample.rollout_id, "dim"),
+        )  # fmt: skip
+        console.print(head, soft_wrap=True, highlight=False)
+        lines = [("prompt", sample.prompt), ("fields", sample.fields)]
+        if sample.outcome != "failed" or sample.answer:
+            lines.append(("answer", sample.answer or "(empty)"))
+        if sample.error:
+            lines.append(("error", sample.error))
+        for label, text in lines:
+            if text:
+                console.print(Text.assemble(f"    {label}: ", text), soft_wrap=True, highlight=False)
 
 
 def render_verdict(console: Console, verdict: RunVerdict) -> None:

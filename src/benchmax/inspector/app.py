@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from benchmax.inspector import shell
 from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state
 from benchmax.inspector.security import AccessGuard
-from benchmax.store import QUERY_SPEC, RolloutFilter, RunQueries, compare, provenance_changes
+from benchmax.store import MAX_IMAGE_URI_CHARS, QUERY_SPEC, RolloutFilter, RunQueries, compare, provenance_changes
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -75,7 +75,7 @@ class _Api:
         self._compared: collections.OrderedDict[tuple[Any, ...], dict[str, Any]] = collections.OrderedDict()
 
     def shell(self, request: Request) -> HTMLResponse:
-        return HTMLResponse(shell.render({"mode": "server"}, root="/"))
+        return HTMLResponse(shell.render({"mode": "server", "image_limit": MAX_IMAGE_URI_CHARS}, root="/"))
 
     def _run(self, request: Request) -> RunQueries:
         return self.catalog.get(request.path_params["run"])
@@ -90,7 +90,7 @@ class _Api:
         return JSONResponse({"root": str(self.catalog.root), "runs": rows})
 
     def overview(self, request: Request) -> JSONResponse:
-        return JSONResponse(run_overview(self._run(request), request.path_params["run"]))
+        return JSONResponse(run_overview(self._run(request), request.path_params["run"], self.catalog))
 
     def distributions(self, request: Request) -> JSONResponse:
         return JSONResponse(self._run(request).distributions())
@@ -157,9 +157,10 @@ class _Api:
         return JSONResponse(result)
 
 
-def run_overview(run: RunQueries, run_id: str) -> dict[str, Any]:
-    """The run page's first answer: figures, where the run stands, its (redacted) metadata,
-    and the table parameters the page may use (the static export hands the same to the browser)."""
+def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str, Any]:
+    """The run page's first answer: figures, where the run stands, its (redacted) metadata, what
+    it rescored (if it is a rescore), and the table parameters the page may use (the static
+    export hands the same to the browser)."""
     meta = run.meta()
     overview = run.overview()
     return {
@@ -167,6 +168,7 @@ def run_overview(run: RunQueries, run_id: str) -> dict[str, Any]:
         "progress": run.progress(),
         "run_id": run_id,
         "meta": redact(meta),
+        "rescore": catalog.rescore_of(meta),
         "state": run_state(meta.get("status"), overview["rollouts"], overview["scored"]),
         "search": "words" if run.searchable else "substring",
         "query_spec": QUERY_SPEC,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from benchmax.store import DB_NAME, RunQueries, run_status
+from benchmax.store import DB_NAME, RunQueries, run_env, run_status
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)", re.I)
 _SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
@@ -65,17 +65,32 @@ class RunCatalog:
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         row = {
             "run_id": run_id,
-            "env": meta.get("env_class") or config.get("env"),
+            "env": run_env(meta),
             "model": meta.get("model") or config.get("model"),
             "created_at": meta.get("created_at") or meta.get("started_at"),
             "status": meta.get("status"),
             "kind": meta.get("kind"),
+            "rescore": self.rescore_of(meta),
             "bytes": sum(size for size in stamp[1::2]),
             **headline,
             "state": run_state(meta.get("status"), headline["rollouts"], headline["scored"]),
         }
         self._headlines[run_id] = (stamp, row)
         return row
+
+    def rescore_of(self, meta: dict[str, Any]) -> dict[str, Any] | None:
+        """For a rescored run: its source's name, creation time and, when this catalog serves
+        the source too, its run id (so the page can link it); ``None`` for any other run."""
+        if meta.get("kind") != "rescore":
+            return None
+        source = meta.get("rescored_from")
+        name = Path(source).name if isinstance(source, str) and source else None
+        served = None
+        if name is not None:
+            found = self.runs().get(name)
+            if found is not None and _same_path(found, Path(str(source))):
+                served = name
+        return {"source": name, "run_id": served, "source_created_at": meta.get("source_created_at")}
 
     def close(self) -> None:
         with self._lock:
@@ -131,6 +146,16 @@ def _strip_userinfo(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"{REDACTED}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def _same_path(found: Path, recorded: Path) -> bool:
+    """Whether the served run is the one a rescore recorded (a relative record matches by name)."""
+    if not recorded.is_absolute():
+        return True
+    try:
+        return found.resolve() == recorded.resolve()
+    except OSError:
+        return False
 
 
 def _stamp(db: Path) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from typing import Any
 from benchmax.inspector import shell
 from benchmax.inspector.app import STATIC_DIR, run_overview
 from benchmax.inspector.catalog import RunCatalog
-from benchmax.store import MAX_PAGE, RunQueries
+from benchmax.store import MAX_IMAGE_URI_CHARS, MAX_PAGE, RunQueries
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -39,14 +39,15 @@ def export_static(path: str | Path, out_dir: str | Path) -> Path:
         summaries = [catalog.summary(run_id) for run_id in runs]
         _page(out / "index.html", "", {"view": "runs", "data": {"root": None, "runs": summaries}})
         for run_id in runs:
-            _export_run(catalog.get(run_id), run_id, out / "runs" / file_name(run_id))
+            _export_run(catalog, run_id, out / "runs" / file_name(run_id))
     finally:
         catalog.close()
     return out / "index.html"
 
 
-def _export_run(run: RunQueries, run_id: str, folder: Path) -> None:
-    overview = run_overview(run, run_id)
+def _export_run(catalog: RunCatalog, run_id: str, folder: Path) -> None:
+    run: RunQueries = catalog.get(run_id)
+    overview = run_overview(run, run_id, catalog)
     overview["distributions"] = run.distributions()
     rollouts = _all(lambda offset: run.rollouts(offset=offset, limit=MAX_PAGE, snippet=160))
     words = run.search_words([row["seq"] for row in rollouts])
@@ -80,5 +81,5 @@ def _all(fetch: Any) -> list[dict[str, Any]]:
 
 def _page(target: Path, root: str, boot: dict[str, Any]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    boot = {"mode": "static", "root": root, **boot}
+    boot = {"mode": "static", "root": root, "image_limit": MAX_IMAGE_URI_CHARS, **boot}
     target.write_text(shell.render(boot, root=root), encoding="utf-8")

@@ -173,7 +173,7 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
                 f"{where}.list_tools",
                 f"tool {name!r} requires {missing}, which its parameters' properties do not declare",
             )
-    report.notes.append(f"{len(tools)} tools: {', '.join(tools) or 'none'}")
+    report.notes.append(f"{len(tools)} tool{'' if len(tools) == 1 else 's'}: {', '.join(tools) or 'none'}")
 
 
 async def _check_split(
@@ -271,7 +271,8 @@ async def _check_hooks(env: BaseEnv, split: str, examples: Sequence[Example[Any]
                 problem = _reward_problem(rewards, f"compute_group_rewards[{rollout_id!r}]")
                 if problem is not None:
                     report.problem(at, problem)
-    report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic rollout(s)")
+    noun = "rollout" if len(rollouts) == 1 else "rollouts"
+    report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
 
 
 def _reward_problem(value: object, hook: str) -> str | None:

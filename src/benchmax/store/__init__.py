@@ -3,13 +3,16 @@
 Write with :class:`RunWriter`; read records with :func:`open_run`; the run-level
 figures every face shows (CLI summary, inspector, static export) are
 :class:`RunStats` and the inspector's pages come from :class:`RunQueries`, so a
-figure has one definition wherever it appears.
+figure has one definition wherever it appears. So do a rollout's advantage
+(:func:`group_spread`) and how an example reads in a list (:func:`prompt_excerpt`).
 """
 
+from benchmax.store._advantage import GroupSpread, group_spread
 from benchmax.store._codec import decode as decode_transcript
-from benchmax.store._compare import Delta, RunDiff, compare, diff_runs
+from benchmax.store._compare import HEADLINE, Delta, RunDiff, compare, diff_runs, run_env
+from benchmax.store._excerpt import EXCERPT_CHARS, MAX_IMAGE_URI_CHARS, content_line, prompt_excerpt
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
-from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Spread
+from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Sample, Spread
 from benchmax.store._provenance import ProvenanceChange, provenance_changes
 from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, RunQueries, match_query
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
@@ -19,7 +22,10 @@ from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, GroupWrite, RolloutScore
 
 __all__ = [
     "DB_NAME",
+    "EXCERPT_CHARS",
     "FORMATS",
+    "HEADLINE",
+    "MAX_IMAGE_URI_CHARS",
     "MAX_PAGE",
     "MAX_QUEUED_ROLLOUTS",
     "QUERY_SPEC",
@@ -30,6 +36,7 @@ __all__ = [
     "Delta",
     "ExamplePass",
     "GroupRecord",
+    "GroupSpread",
     "GroupWrite",
     "Page",
     "ProvenanceChange",
@@ -43,17 +50,22 @@ __all__ = [
     "RunStats",
     "RunStatus",
     "RunWriter",
+    "Sample",
     "SchemaError",
     "ScoredGroup",
     "Spread",
     "StoreError",
     "compare",
+    "content_line",
     "decode_transcript",
     "diff_runs",
     "export_run",
+    "group_spread",
     "match_query",
     "open_run",
+    "prompt_excerpt",
     "provenance_changes",
     "read_jsonl_export",
+    "run_env",
     "run_status",
 ]

@@ -5,14 +5,19 @@ compare page (:func:`compare`). Examples are matched by id, which survives a
 re-ordered dataset; examples present in one run only are counted, not compared,
 and the overall means are taken over the shared examples, so a delta is never a
 difference of datasets. An example's *pass rate* uses each run's own threshold.
+Two runs that share no example are not comparable: both faces say so instead of
+showing deltas (``RunDiff.comparable``, ``compare()["comparable"]``), and each
+names the env of either run, so runs of different envs read as such.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
+
+import orjson
 
 from benchmax.store import _compat
 from benchmax.store._queries import MAX_PAGE, Page
@@ -57,12 +62,36 @@ class ExampleFigures:
 
 @dataclass(frozen=True, slots=True)
 class RunDiff:
-    """B minus A. Examples present in one run only are listed, not compared."""
+    """B minus A. Examples present in one run only are listed, not compared.
+
+    ``examples`` holds one delta per shared example and component (``reward``, the
+    total, first); ``env_a``/``env_b`` name each run's env, when its metadata does.
+    """
 
     components: tuple[Delta, ...]
     examples: tuple[Delta, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
+    shared: int = 0
+    env_a: str | None = None
+    env_b: str | None = None
+
+    @property
+    def comparable(self) -> bool:
+        """Whether the runs share an example (without one, every delta is undefined)."""
+        return self.shared > 0
+
+    @property
+    def same_env(self) -> bool:
+        """Whether both runs name the same env (unknown names count as the same)."""
+        return self.env_a is None or self.env_b is None or self.env_a == self.env_b
+
+
+def run_env(meta: Mapping[str, Any]) -> str | None:
+    """The env a run's metadata names: its class as loaded, else the spec it was run with."""
+    config = meta.get("config") if isinstance(meta.get("config"), Mapping) else {}
+    name = meta.get("env_class") or config.get("env")
+    return str(name) if name else None
 
 
 def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
@@ -82,7 +111,18 @@ def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
 
 def diff_runs(a: _Readable, b: _Readable) -> RunDiff:
     """Per component (overall and per shared example) deltas of run ``b`` against run ``a``."""
-    return _diff(example_figures(a._db()), example_figures(b._db()))
+    result = _diff(example_figures(a._db()), example_figures(b._db()))
+    return replace(result, env_a=run_env(_meta(a._db())), env_b=run_env(_meta(b._db())))
+
+
+def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
+    found = {}
+    for key, value in conn.execute("SELECT key, value FROM meta WHERE key IN ('env_class', 'config')").fetchall():
+        try:
+            found[key] = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            found[key] = value
+    return found
 
 
 def _diff(per_a: Mapping[str, ExampleFigures], per_b: Mapping[str, ExampleFigures]) -> RunDiff:
@@ -118,6 +158,7 @@ def _diff(per_a: Mapping[str, ExampleFigures], per_b: Mapping[str, ExampleFigure
         examples=tuple(per_example),
         only_in_a=tuple(sorted(per_a.keys() - per_b.keys())),
         only_in_b=tuple(sorted(per_b.keys() - per_a.keys())),
+        shared=len(shared),
     )
 
 
@@ -197,6 +238,7 @@ def compare(
     finally:
         conn.close()
     names = sorted(means_a.keys() | means_b.keys())
+    prompts = _page_prompts(a, b, ids)
     names_fields = ("example_id", "a", "b", "a_pass", "b_pass", "a_rollouts", "b_rollouts", "delta", "pass_delta")
     page_rows = []
     for row in rows:
@@ -206,8 +248,9 @@ def compare(
             name: _sub(left.get(name), right.get(name)) if item["a_rollouts"] and item["b_rollouts"] else None
             for name in names
         }
+        item["prompt"] = prompts.get(item["example_id"], "")
         page_rows.append(item)
-    return {
+    return _with_envs(a, b, {
         "components": [
             {
                 "component": name,
@@ -222,6 +265,23 @@ def compare(
         "only_b": only_b or 0,
         "common": common or 0,
         "examples": Page(page_rows, total, offset, limit).to_dict(),
+    })
+
+
+def _page_prompts(a: Any, b: Any, example_ids: list[str]) -> dict[str, str]:
+    """Each listed example's prompt excerpt, from the run that holds it (A first)."""
+    found = a._prompts(example_ids)
+    missing = [example_id for example_id in example_ids if example_id not in found]
+    return {**found, **(b._prompts(missing) if missing else {})}
+
+
+def _with_envs(a: Any, b: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """The compare page's answer, with whether it is one (a shared example) and each run's env."""
+    env_a, env_b = run_env(a.meta()), run_env(b.meta())
+    return {
+        **result,
+        "comparable": result["common"] > 0,
+        "env": {"a": env_a, "b": env_b, "same": env_a is None or env_b is None or env_a == env_b},
     }
 
 
@@ -264,7 +324,11 @@ def _compare_in_memory(
     rows.sort(key=sort_key, reverse=descending)
     if descending:
         rows.sort(key=lambda row: row[key] is None)
-    return {
+    page = rows[offset : offset + limit]
+    prompts = _page_prompts(a, b, [row["example_id"] for row in page])
+    for row in page:
+        row["prompt"] = prompts.get(row["example_id"], "")
+    return _with_envs(a, b, {
         "components": [
             {"component": delta.component, "a": delta.mean_a, "b": delta.mean_b, "delta": delta.delta}
             for delta in result.components
@@ -274,8 +338,8 @@ def _compare_in_memory(
         "only_a": len(result.only_in_a),
         "only_b": len(result.only_in_b),
         "common": len(per_a.keys() & per_b.keys()),
-        "examples": Page(rows[offset : offset + limit], len(rows), offset, limit).to_dict(),
-    }
+        "examples": Page(page, len(rows), offset, limit).to_dict(),
+    })
 
 
 def _sub(a: float | None, b: float | None) -> float | None:

@@ -4,6 +4,14 @@ Both stream: rollouts are read, written and dropped a chunk at a time, so memory
 stays flat however big the run. Transcripts are stored as JSON already, so the
 JSON Lines export splices that JSON into each line as is (``orjson.Fragment``)
 instead of parsing and re-encoding it.
+
+Each rollout carries its example's fields (``example_args``: the payload beyond
+``prompt_messages``, what the reward read) and its ``advantage`` within its group
+(``_advantage``, as the inspector shows it). In Parquet the reward components are
+real columns, ``reward.<component>`` (after the zero-fill) and
+``raw_reward.<component>`` (what the env emitted; null where it was filled), so
+a query reads them without parsing JSON; nested values (transcripts, logs,
+example fields) stay JSON text.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from typing import Any
 import orjson
 
 from benchmax.store import _codec
+from benchmax.store._advantage import group_spread
+from benchmax.store._excerpt import example_fields
 from benchmax.store._reader import RolloutRecord, Run
 
 FORMATS = ("jsonl", "parquet")
@@ -42,10 +52,11 @@ def export_run(run: Run, output: Path, fmt: str = "jsonl", *, workers: int | Non
     cores = os.cpu_count() or 1
     workers = workers or (1 if count < _PARALLEL_FROM or cores < 4 else min(cores, 8))
     ranges = _ranges(run)
+    components = _components(run)
     parts: Iterator[Any] = (
-        _parts_in_workers(run.path, fmt, ranges, workers)
+        _parts_in_workers(run.path, fmt, ranges, workers, components)
         if workers > 1
-        else (_part(run, fmt, low, high) for low, high in ranges)
+        else (_part(run, fmt, low, high, components) for low, high in ranges)
     )
     if fmt == "jsonl":
         written = 0
@@ -54,7 +65,12 @@ def export_run(run: Run, output: Path, fmt: str = "jsonl", *, workers: int | Non
                 handle.write(lines)
                 written += rows
         return written
-    return _write_parquet(output, parts)
+    return _write_parquet(output, parts, components)
+
+
+def _components(run: Run) -> tuple[str, ...]:
+    """Every reward component of the run (from the per-example sums: a small table)."""
+    return tuple(row[0] for row in run.sql("SELECT DISTINCT component FROM example_components ORDER BY 1"))
 
 
 _PARALLEL_FROM = 50_000
@@ -75,14 +91,16 @@ def _ranges(run: Run) -> list[tuple[int | None, int | None]]:
     return ranges or [(None, None)]
 
 
-def _parts_in_workers(db: Path, fmt: str, ranges: list[tuple[int | None, int | None]], workers: int) -> Iterator[Any]:
+def _parts_in_workers(
+    db: Path, fmt: str, ranges: list[tuple[int | None, int | None]], workers: int, components: tuple[str, ...]
+) -> Iterator[Any]:
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=_open_source, initargs=(str(db),)
     ) as pool:
         pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
         for low, high in ranges:
-            pending.append(pool.submit(_worker_part, fmt, low, high))
+            pending.append(pool.submit(_worker_part, fmt, low, high, components))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
         while pending:
@@ -97,17 +115,17 @@ def _open_source(path: str) -> None:
     _source = Run(path)
 
 
-def _worker_part(fmt: str, low: int | None, high: int | None) -> Any:
+def _worker_part(fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> Any:
     assert _source is not None
-    return _part(_source, fmt, low, high)
+    return _part(_source, fmt, low, high, components)
 
 
-def _part(run: Run, fmt: str, low: int | None, high: int | None) -> tuple[Any, int]:
+def _part(run: Run, fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> tuple[Any, int]:
     """The encoded rollouts of ``seq`` range ``[low, high]`` (``None``: open end): JSON Lines
     bytes, or the Parquet columns as Arrow record batches."""
     if fmt == "jsonl":
         return _jsonl_lines(export_rows(run, low, high))
-    return _arrow_batches(export_rows(run, low, high))
+    return _arrow_batches(export_rows(run, low, high), components)
 
 
 def export_rows(run: Run, low: int | None = None, high: int | None = None) -> Iterator[list[dict[str, Any]]]:
@@ -120,6 +138,8 @@ def export_rows(run: Run, low: int | None = None, high: int | None = None) -> It
         seqs = [row[0] for row in rows]
         rewards = run.rewards_of(seqs)
         logs = _logs(run, [row[1] for row in rows])
+        advantages = _advantages(run, {row[2] for row in rows})
+        fields = _fields(run, {row[3] for row in rows})
         chunk = []
         for row in rows:
             (
@@ -143,6 +163,8 @@ def export_rows(run: Run, low: int | None = None, high: int | None = None) -> It
                     "raw_rewards": {name: value for name, (value, filled) in values.items() if not filled},
                     "filled": sorted([name for name, (_, filled) in values.items() if filled]),
                     "reward": reward,
+                    "advantage": advantages.get(seq, 0.0),
+                    "example_args": fields.get(example_id, {}),
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "num_turns": num_turns,
@@ -158,6 +180,38 @@ def export_rows(run: Run, low: int | None = None, high: int | None = None) -> It
                 }
             )
         yield chunk
+
+
+def _advantages(run: Run, group_ids: set[str]) -> dict[int, float]:
+    """``{seq: advantage}`` for every rollout of these groups, read whole (a chunk may cut a group)."""
+    marks = ",".join("?" * len(group_ids))
+    spans = run.sql(f"SELECT group_id, first_seq, last_seq FROM groups WHERE group_id IN ({marks})", list(group_ids))
+    if not spans:
+        return {}
+    low, high = min(span[1] for span in spans), max(span[2] for span in spans)
+    siblings: dict[str, list[tuple[int, int, float | None]]] = {}
+    for seq, group_id, sample_index, reward in run.sql(
+        "SELECT seq, group_id, sample_index, reward FROM rollouts WHERE seq BETWEEN ? AND ?", (low, high)
+    ):
+        if group_id in group_ids:
+            siblings.setdefault(group_id, []).append((sample_index, seq, reward))
+    result: dict[int, float] = {}
+    for rows in siblings.values():
+        rows.sort()
+        spread = group_spread([reward for _, _, reward in rows])
+        result.update(zip((seq for _, seq, _ in rows), spread.advantages, strict=True))
+    return result
+
+
+def _fields(run: Run, example_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """``{example_id: example_args}`` for these examples."""
+    marks = ",".join("?" * len(example_ids))
+    found = {}
+    for example_id, payload in run.sql(
+        f"SELECT example_id, payload FROM examples WHERE example_id IN ({marks})", list(example_ids)
+    ):
+        found[example_id] = example_fields(orjson.loads(payload))
+    return found
 
 
 def _logs(run: Run, rollout_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -183,9 +237,11 @@ def _jsonl_lines(chunks: Iterator[list[dict[str, Any]]]) -> tuple[bytes, int]:
     return b"\n".join(lines), len(lines) - 1 if lines else 0
 
 
-def _schema() -> Any:
+def _schema(components: Sequence[str]) -> Any:
     import pyarrow as pa
 
+    rewards = [(f"reward.{name}", pa.float64()) for name in components]
+    raw = [(f"raw_reward.{name}", pa.float64()) for name in components]
     return pa.schema(
         [
             ("rollout_id", pa.string()),
@@ -197,10 +253,12 @@ def _schema() -> Any:
             ("split", pa.string()),
             ("termination_reason", pa.string()),
             ("error", pa.string()),
-            ("rewards", pa.string()),
-            ("raw_rewards", pa.string()),
-            ("filled", pa.list_(pa.string())),
             ("reward", pa.float64()),
+            *rewards,
+            *raw,
+            ("filled", pa.list_(pa.string())),
+            ("advantage", pa.float64()),
+            ("example_args", pa.string()),
             ("prompt_tokens", pa.int64()),
             ("completion_tokens", pa.int64()),
             ("num_turns", pa.int64()),
@@ -217,18 +275,22 @@ def _schema() -> Any:
     )
 
 
-def _arrow_batches(chunks: Iterator[list[dict[str, Any]]]) -> tuple[list[Any], int]:
+def _arrow_batches(chunks: Iterator[list[dict[str, Any]]], components: Sequence[str]) -> tuple[list[Any], int]:
     try:
         import pyarrow as pa
     except ImportError:
         raise RuntimeError("Parquet export needs pyarrow: pip install 'benchmax[export]'") from None
-    schema = _schema()
+    schema = _schema(components)
     batches = []
     count = 0
     for chunk in chunks:
         columns: dict[str, list[Any]] = {name: [] for name in schema.names}
         for row in chunk:
-            for key in ("rewards", "raw_rewards", "logs"):
+            rewards, raw = row.pop("rewards"), row.pop("raw_rewards")
+            for name in components:
+                row[f"reward.{name}"] = rewards.get(name)
+                row[f"raw_reward.{name}"] = raw.get(name)
+            for key in ("example_args", "logs"):
                 row[key] = orjson.dumps(row[key], option=orjson.OPT_NON_STR_KEYS).decode()
             for key in ("messages", "turns", "sampling"):
                 row[key] = row[key].decode()
@@ -240,13 +302,13 @@ def _arrow_batches(chunks: Iterator[list[dict[str, Any]]]) -> tuple[list[Any], i
     return batches, count
 
 
-def _write_parquet(output: Path, parts: Iterator[tuple[list[Any], int]]) -> int:
+def _write_parquet(output: Path, parts: Iterator[tuple[list[Any], int]], components: Sequence[str]) -> int:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise RuntimeError("Parquet export needs pyarrow: pip install 'benchmax[export]'") from None
     count = 0
-    with pq.ParquetWriter(output, _schema()) as writer:
+    with pq.ParquetWriter(output, _schema(components)) as writer:
         for batches, rows in parts:
             for batch in batches:
                 writer.write_batch(batch)
@@ -255,12 +317,13 @@ def _write_parquet(output: Path, parts: Iterator[tuple[list[Any], int]]) -> int:
 
 
 def read_jsonl_export(path: Path) -> Iterator[RolloutRecord]:
-    """Read a JSON Lines export back into typed records (logs are dropped)."""
+    """Read a JSON Lines export back into typed records (logs, example fields and advantages are dropped)."""
     with path.open("rb") as handle:
         for line in handle:
             if not line.strip():
                 continue
             row = orjson.loads(line)
-            row.pop("logs", None)
+            for key in ("logs", "example_args", "advantage"):
+                row.pop(key, None)
             row["filled"] = frozenset(row["filled"])
             yield RolloutRecord(**row)

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import orjson
 
 from benchmax.envs import is_scorable
+from benchmax.store._excerpt import one_line, prompt_excerpts
 
 DEFAULT_BINS = 20
 SUMMARY_EXAMPLES = 15
@@ -78,13 +79,38 @@ class ReasonCount:
 
 @dataclass(frozen=True, slots=True)
 class ExamplePass:
+    """One example's passes, with its prompt excerpt (how a list shows which example it is)."""
+
     example_id: str
     passed: int
     total: int
+    prompt: str = ""
 
     @property
     def rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One rollout shown whole in a summary: the task (prompt and the example's fields) next to the answer.
+
+    Every text is one bounded line: ``prompt`` shows image parts as placeholders,
+    ``fields`` is the payload beyond ``prompt_messages`` as ``key=value`` pairs.
+    """
+
+    rollout_id: str
+    example_id: str
+    outcome: str
+    termination_reason: str
+    reward: float | None
+    prompt: str
+    fields: str
+    answer: str
+    error: str | None
+
+
+SAMPLE_CHARS = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +155,15 @@ class RunStats:
     reason_counts: tuple[ReasonCount, ...] = field(default=())
     first_errors: Mapping[str, str] = field(default_factory=dict)
     """The first stored error text of each failure reason: what went wrong, in the summary."""
+    samples: tuple[Sample, ...] = field(default=())
+    """A few rollouts to read whole: the first that passed, the first scored one that did not,
+    the first operational failure (each when there is one)."""
+
+    @property
+    def every_example_passes(self) -> bool:
+        """Every example with rollouts passed every time (so a lowest-pass-rate list says nothing)."""
+        lowest = self.examples[0] if self.examples else None  # the list is lowest first
+        return lowest is not None and lowest.passed == lowest.total
 
     @property
     def pass_rate(self) -> float:
@@ -219,6 +254,7 @@ def run_stats(
         wall_seconds=wall_seconds(meta, totals),
         reason_counts=tuple(counts),
         first_errors=first_errors(conn, counts),
+        samples=samples(conn, threshold),
     )
 
 
@@ -267,7 +303,70 @@ def _from_kept(
         wall_seconds=wall_seconds(meta, spread_),
         reason_counts=tuple(counts),
         first_errors=first_errors(conn, counts),
+        samples=samples(conn, threshold),
     )
+
+
+_SAMPLE_SCAN = 256
+"""Rollouts (in stored order) looked through for a passing and a non-passing sample: a bounded read."""
+
+
+def samples(conn: sqlite3.Connection, threshold: float) -> tuple[Sample, ...]:
+    """The summary's sample rollouts (see :attr:`RunStats.samples`), each read by the primary key or an index."""
+    columns = "seq, rollout_id, example_id, termination_reason, scored, reward, final_text, error"
+    rows = conn.execute(f"SELECT {columns} FROM rollouts ORDER BY seq LIMIT ?", (_SAMPLE_SCAN,)).fetchall()
+    rows += conn.execute(f"SELECT {columns} FROM rollouts WHERE scored = 0 ORDER BY seq LIMIT 1").fetchall()
+    picked: dict[str, tuple[Any, ...]] = {}
+    for row in rows:
+        reward = 0.0 if row[5] is None else row[5]
+        outcome = "failed" if not row[4] else "passed" if reward >= threshold else "not passed"
+        picked.setdefault(outcome, row)
+    chosen = [(outcome, picked[outcome]) for outcome in ("passed", "not passed", "failed") if outcome in picked]
+    ids = [row[2] for _, row in chosen]
+    payloads = _payloads(conn, ids)
+    prompts = prompt_excerpts(conn, ids, SAMPLE_CHARS)
+    return tuple(
+        Sample(
+            rollout_id=rollout_id,
+            example_id=example_id,
+            outcome=outcome,
+            termination_reason=reason,
+            reward=reward,
+            prompt=prompts.get(example_id, ""),
+            fields=_fields_line(payloads.get(example_id)),
+            answer=one_line(final_text or "", SAMPLE_CHARS),
+            error=one_line(error, SAMPLE_CHARS) if error else None,
+        )
+        for outcome, (_, rollout_id, example_id, reason, _scored, reward, final_text, error) in chosen
+    )
+
+
+def _payloads(conn: sqlite3.Connection, example_ids: Sequence[str]) -> dict[str, Any]:
+    if not example_ids:
+        return {}
+    marks = ",".join("?" * len(example_ids))
+    found = {}
+    for example_id, payload in conn.execute(
+        f"SELECT example_id, payload FROM examples WHERE example_id IN ({marks})", list(example_ids)
+    ).fetchall():
+        try:
+            found[example_id] = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            found[example_id] = None
+    return found
+
+
+def _fields_line(payload: Any) -> str:
+    """An example's fields beyond its prompt as ``key=value`` pairs on one bounded line."""
+    if not isinstance(payload, Mapping):
+        return ""
+    pairs = []
+    for key, value in payload.items():
+        if key == "prompt_messages":
+            continue
+        text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        pairs.append(f"{key}={text}")
+    return one_line(", ".join(pairs), SAMPLE_CHARS)
 
 
 def first_errors(conn: sqlite3.Connection, counts: Iterable[ReasonCount]) -> dict[str, str]:
@@ -486,7 +585,10 @@ def lowest_examples(
             f" ORDER BY CAST(p AS REAL) / n, g.example_id {limit_sql}",
             [threshold, *params],
         ).fetchall()
-    return tuple(ExamplePass(example_id, passes, total) for example_id, passes, total in rows)
+    prompts = prompt_excerpts(conn, [row[0] for row in rows])
+    return tuple(
+        ExamplePass(example_id, passes, total, prompts.get(example_id, "")) for example_id, passes, total in rows
+    )
 
 
 def spread(conn: sqlite3.Connection, column: str, column_sum: float, count: int) -> Spread:

@@ -29,8 +29,10 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs import content_text
+from benchmax.envs import tool_error_ids
 from benchmax.store import _codec, _compat, _figures, _schema
+from benchmax.store._advantage import group_spread
+from benchmax.store._excerpt import example_fields, prompt_excerpt, prompt_excerpts
 
 SNIPPET_CHARS = 240
 _CACHED_PAGES = 256
@@ -399,8 +401,10 @@ class RunQueries:
                 seqs = self._page_seqs(source, where, params, sort, direction, offset, limit)
             records = self._rows_by_seq(seqs, snippet)
             rewards = self._rewards_by_seq(seqs)
+            prompts = self._prompts(sorted({record["example_id"] for record in records}))
         for record in records:
             record["rewards"] = rewards.get(record["seq"], {})
+            record["prompt"] = prompts.get(record["example_id"], "")
         return Page(records, total, offset, limit)
 
     def _searched_page(self, flt: RolloutFilter, direction: str, offset: int, limit: int) -> tuple[int, list[int]]:
@@ -686,7 +690,11 @@ class RunQueries:
                 f" FROM groups {where} ORDER BY {order}, group_id {direction} LIMIT ? OFFSET ?",
                 [*params, limit, offset],
             )
-        return Page([_group_row(row) for row in rows], total, offset, limit)
+        records = [_group_row(row) for row in rows]
+        prompts = self._prompts([record["example_id"] for record in records])
+        for record in records:
+            record["prompt"] = prompts.get(record["example_id"], "")
+        return Page(records, total, offset, limit)
 
     # -- single items ------------------------------------------------------------------
 
@@ -708,11 +716,11 @@ class RunQueries:
         )
         siblings = [_rollout_row(item, 4000) for item in rows]
         rewards = self._rewards_by_seq([sibling["seq"] for sibling in siblings])
-        totals = [sibling["reward"] if sibling["reward"] is not None else 0.0 for sibling in siblings]
-        mean, std = _mean_std(totals)
-        for sibling, total in zip(siblings, totals, strict=True):
+        spread = group_spread([sibling["reward"] for sibling in siblings])
+        mean, std = spread.mean, spread.std
+        for sibling, advantage in zip(siblings, spread.advantages, strict=True):
             sibling["rewards"] = rewards.get(sibling["seq"], {})
-            sibling["advantage"] = (total - mean) / std if std > 0 else 0.0
+            sibling["advantage"] = advantage
         components: dict[str, dict[str, float]] = {}
         for name in sorted({name for sibling in siblings for name in sibling["rewards"]}):
             values = [sibling["rewards"].get(name, {}).get("value", 0.0) for sibling in siblings]
@@ -743,10 +751,19 @@ class RunQueries:
         return row[0] if row else None
 
     def example(self, example_id: str) -> dict[str, Any] | None:
+        """An example's payload, with its prompt excerpt and the fields its reward reads (``example_args``)."""
         row = self._one("SELECT example_id, idx, split, payload FROM examples WHERE example_id = ?", (example_id,))
         if row is None:
             return None
-        return {"example_id": row[0], "idx": row[1], "split": row[2], "payload": _loads(row[3])}
+        payload = _loads(row[3])
+        return {
+            "example_id": row[0],
+            "idx": row[1],
+            "split": row[2],
+            "payload": payload,
+            "prompt": prompt_excerpt(payload),
+            "fields": example_fields(payload),
+        }
 
     def rollout(self, rollout_id: str) -> dict[str, Any] | None:
         """Everything stored about one rollout, its logs and its neighbours."""
@@ -773,8 +790,16 @@ class RunQueries:
         record["turns"] = record["turns"] or []
         record["rewards"] = self._rewards_by_seq([record["seq"]]).get(record["seq"], {})
         record["logs"] = self._logs("rollout_id = ?", (rollout_id,))
+        record["tool_errors"] = sorted(tool_error_ids(turn for turn in record["turns"] if isinstance(turn, dict)))
+        example = self.example(record["example_id"])
+        record["example_fields"] = example["fields"] if example else {}
         seq, group_id, sample = record["seq"], record["group_id"], record["sample_index"]
         first, last = self._one("SELECT first_seq, last_seq FROM groups WHERE group_id = ?", (group_id,)) or (seq, seq)
+        siblings = self._all("SELECT seq, reward FROM rollouts WHERE seq BETWEEN ? AND ? ORDER BY sample_index",
+                             (first, last))  # fmt: skip
+        spread = group_spread([reward for _, reward in siblings])
+        record["advantage"] = dict(zip((s for s, _ in siblings), spread.advantages, strict=True)).get(seq, 0.0)
+        record["group_mean"] = spread.mean
         nearest = "SELECT rollout_id FROM rollouts WHERE {} ORDER BY {} LIMIT 1"
         record["nav"] = {
             "prev": self._scalar(nearest.format("seq < ?", "seq DESC"), (seq,)),
@@ -801,17 +826,8 @@ class RunQueries:
         return [dict(zip(names, row, strict=True)) for row in rows]
 
     def _prompts(self, example_ids: Sequence[str]) -> dict[str, str]:
-        """The last prompt message of each example, cut to a snippet."""
-        result: dict[str, str] = {}
-        for chunk in _chunks(example_ids, 500):
-            marks = ",".join("?" * len(chunk))
-            for example_id, payload in self._all(
-                f"SELECT example_id, payload FROM examples WHERE example_id IN ({marks})", chunk
-            ):
-                messages = (_loads(payload) or {}).get("prompt_messages") or []
-                text = content_text(messages[-1].get("content")) if messages and isinstance(messages[-1], dict) else ""
-                result[example_id] = _cut(text, SNIPPET_CHARS)
-        return result
+        """Each example's prompt excerpt (see :func:`benchmax.store._excerpt.prompt_excerpt`)."""
+        return prompt_excerpts(self._conn(), example_ids)
 
     def search_words(self, seqs: Sequence[int]) -> dict[int, list[str]]:
         """The words text search matches in each rollout's answer, error and ids (see :func:`match_query`)."""

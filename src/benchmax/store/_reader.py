@@ -12,6 +12,7 @@ import orjson
 
 from benchmax.envs import Example, LogEntry, is_scored
 from benchmax.store import _codec, _compat, _figures, _schema
+from benchmax.store._excerpt import prompt_excerpts
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,10 @@ class Run:
         while rows := cursor.fetchmany(_CHUNK):
             for example_id, payload in rows:
                 yield Example(example_id, orjson.loads(payload))
+
+    def prompts(self, example_ids: Sequence[str]) -> dict[str, str]:
+        """``{example_id: prompt excerpt}``: how a list of examples shows each (one bounded line)."""
+        return prompt_excerpts(self._conn, example_ids)
 
     def groups(self) -> list[GroupRecord]:
         return list(self.iter_groups())

@@ -8,11 +8,14 @@ picks ``answers[seed % len(answers)]`` (so seeded siblings can differ) and
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +48,21 @@ def row(
     if bonus is not None:
         payload["bonus"] = bonus
     return payload
+
+
+def tiny_png(width: int = 4, height: int = 3, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    """A valid PNG of one colour, built byte by byte (no imaging library needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    pixels = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(pixels)) + chunk(b"IEND", b"")
+
+
+def png_data_uri(width: int = 4, height: int = 3) -> str:
+    return "data:image/png;base64," + base64.b64encode(tiny_png(width, height)).decode()
 
 
 def write_split(directory: Path, rows: Sequence[dict[str, Any]], split: str = "eval") -> Path:

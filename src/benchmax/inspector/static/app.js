@@ -10,6 +10,8 @@
   const app = document.getElementById('app');
   const enc = encodeURIComponent;
   const LEVELS = { DEBUG: 10, INFO: 20, WARNING: 30, ERROR: 40, CRITICAL: 50 };
+  // the longest data: image shown inline (the store's MAX_IMAGE_URI_CHARS, handed over in the page)
+  const IMAGE_LIMIT = Number(BOOT.image_limit) || 2000000;
 
   // ---------------------------------------------------------------- DOM helpers
 
@@ -68,6 +70,8 @@
   const date = (ts) => (ts ? new Date(ts * 1000).toLocaleString('en-GB', { hour12: false }) : '—');
   const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
   const bytes = (n) => (n > 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n > 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
+  // "1 example", "2 examples": a count in words that agree with it
+  const plural = (count, noun, many) => `${fmt(count)} ${count === 1 ? noun : many || `${noun}s`}`;
 
   function badge(text, kind) {
     return h('span', { class: `badge ${kind || ''}`, text });
@@ -107,11 +111,58 @@
     return h('div', { class: 'collapsible' }, pre, button);
   }
 
+  // long strings inside JSON (base64 audio, a file's bytes) are elided, never shown as a wall
+  const elideLong = (key, value) => (typeof value === 'string' && value.length > 2000 ? `${value.slice(0, 120)}… (${fmt(value.length)} chars elided)` : value);
+
   function prettyJson(value) {
     if (typeof value === 'string') {
-      try { return { text: JSON.stringify(JSON.parse(value), null, 2), valid: true }; } catch (_) { return { text: value, valid: false }; }
+      try { return { text: JSON.stringify(JSON.parse(value), elideLong, 2), valid: true }; } catch (_) { return { text: value, valid: false }; }
     }
-    return { text: JSON.stringify(value, null, 2), valid: true };
+    return { text: JSON.stringify(value, elideLong, 2), valid: true };
+  }
+
+  // A tool result that is a JSON object or array, pretty-printed as arguments are; other text as it is.
+  function jsonOrText(text) {
+    const trimmed = String(text).trim();
+    if (!/^[[{]/.test(trimmed)) return null;
+    const parsed = prettyJson(trimmed);
+    return parsed.valid ? parsed.text : null;
+  }
+
+  // ---------------------------------------------------------------- images
+
+  const DATA_IMAGE = /^data:image\/(png|jpeg|jpg|gif|webp|bmp|avif);base64,[A-Za-z0-9+/=\s]*$/i;
+
+  function imageUrl(part) {
+    const spec = part.image_url;
+    if (typeof spec === 'string') return spec;
+    return spec && typeof spec.url === 'string' ? spec.url : '';
+  }
+
+  // An OpenAI image content part. A base64 data: image within the bound is drawn in an <img>
+  // (the page's CSP allows img-src data:), its rendered size capped by CSS; a remote URL is a
+  // link the page never fetches; anything else (javascript:, an oversized or non-image data URI)
+  // is described in text.
+  function imageNode(part) {
+    const url = imageUrl(part);
+    const note = (text) => h('div', { class: 'image-part elided', role: 'img', 'aria-label': text }, h('span', { class: 'image-icon', text: '🖼' }), ' ', text);
+    if (/^data:/i.test(url)) {
+      if (url.length > IMAGE_LIMIT) return note(`image not shown: its data URI is ${bytes(url.length)}, over the ${bytes(IMAGE_LIMIT)} bound`);
+      if (!DATA_IMAGE.test(url)) return note(`image not shown: not a base64 PNG, JPEG, GIF or WebP data URI (${url.slice(0, 40)}…)`);
+      const img = h('img', { class: 'content-image', alt: 'image from the transcript', decoding: 'async' });
+      img.setAttribute('src', url);
+      const caption = h('figcaption', { class: 'muted small', text: `${url.slice(5, url.indexOf(';'))} · ${bytes(url.length)}` });
+      img.addEventListener('load', () => { caption.textContent = `${img.naturalWidth}×${img.naturalHeight} ${caption.textContent}`; });
+      return h('figure', { class: 'image-part' }, img, caption);
+    }
+    let parsed = null;
+    try { parsed = new URL(url); } catch (_) { parsed = null; }
+    if (parsed && (parsed.protocol === 'http:' || parsed.protocol === 'https:')) {
+      const anchor = h('a', { class: 'remote-image', rel: 'noopener noreferrer nofollow', target: '_blank', referrerpolicy: 'no-referrer', text: url.length > 120 ? `${url.slice(0, 120)}…` : url });
+      anchor.setAttribute('href', parsed.href);  // checked above: http(s) only
+      return h('div', { class: 'image-part remote' }, h('span', { class: 'image-icon', text: '🖼' }), ' remote image (not loaded): ', anchor);
+    }
+    return note(`image with an unsupported URL: ${url.length > 80 ? `${url.slice(0, 80)}…` : url || '(none)'}`);
   }
 
   // ---------------------------------------------------------------- links and data
@@ -282,24 +333,41 @@
 
   // ---------------------------------------------------------------- charts
 
+  // Bars of a histogram. Heights are proportional to counts (a non-empty bar is at least 1.5
+  // units tall, so it stays visible). When the values are few and discrete (the store sends
+  // one bar per value for <= 20 distinct values), each bar is labelled with its value below
+  // and its count above; otherwise the axis shows the range.
   function histogram(title, bars, { onPick, unit } = {}) {
     const width = 260;
     const height = 84;
+    const discrete = bars.length > 0 && bars.length <= 20 && bars.every((bar) => bar.low === bar.high);
+    const slanted = discrete && bars.length > 6;
+    const top = discrete ? 12 : 0;
+    const bottom = slanted ? 36 : 16;
     const max = Math.max(1, ...bars.map((bar) => bar.count));
     const step = bars.length ? width / bars.length : width;
-    const chart = svg('svg', { viewBox: `0 0 ${width} ${height + 16}`, class: 'hist', role: 'img', 'aria-label': title });
+    const chart = svg('svg', { viewBox: `0 0 ${width} ${top + height + bottom}`, class: 'hist', role: 'img', 'aria-label': title });
     bars.forEach((bar, i) => {
-      const barHeight = Math.max(bar.count ? 1.5 : 0, (bar.count / max) * height);
+      const barHeight = bar.count ? Math.max(1.5, (bar.count / max) * height) : 0;
       const label = bar.low === bar.high ? fmt(bar.low) : `${fmt(bar.low)} – ${fmt(bar.high)}`;
-      const rect = svg('rect', { x: i * step + 1, y: height - barHeight, width: Math.max(1, step - 2), height: barHeight, class: onPick ? 'bar pick' : 'bar' },
+      const middle = i * step + step / 2;
+      const rect = svg('rect', { x: i * step + 1, y: top + height - barHeight, width: Math.max(1, step - 2), height: barHeight, class: onPick ? 'bar pick' : 'bar', 'data-count': bar.count, 'data-value': label },
         svg('title', {}, `${label}${unit || ''}: ${fmt(bar.count)}`));
       if (onPick) rect.addEventListener('click', () => onPick(bar));
       chart.append(rect);
-      if (bars.length <= 6) chart.append(svg('text', { x: i * step + step / 2, y: height + 13, class: 'axis', 'text-anchor': 'middle' }, label));
+      if (discrete) {
+        chart.append(svg('text', { x: middle, y: top + height - barHeight - 2, class: 'axis count', 'text-anchor': 'middle' }, fmt(bar.count)));
+        const y = top + height + 10;
+        chart.append(slanted
+          ? svg('text', { x: middle, y, class: 'axis value', 'text-anchor': 'end', transform: `rotate(-40 ${middle} ${y})` }, label)
+          : svg('text', { x: middle, y: y + 2, class: 'axis value', 'text-anchor': 'middle' }, label));
+      } else if (bars.length <= 6) {
+        chart.append(svg('text', { x: middle, y: top + height + 13, class: 'axis', 'text-anchor': 'middle' }, label));
+      }
     });
-    if (bars.length > 6) {
-      chart.append(svg('text', { x: 0, y: height + 13, class: 'axis' }, fmt(bars[0].low)));
-      chart.append(svg('text', { x: width, y: height + 13, class: 'axis', 'text-anchor': 'end' }, fmt(bars[bars.length - 1].high)));
+    if (!discrete && bars.length > 6) {
+      chart.append(svg('text', { x: 0, y: top + height + 13, class: 'axis' }, fmt(bars[0].low)));
+      chart.append(svg('text', { x: width, y: top + height + 13, class: 'axis', 'text-anchor': 'end' }, fmt(bars[bars.length - 1].high)));
     }
     return h('figure', { class: 'card chart' }, h('figcaption', { text: title }), bars.length ? chart : h('p', { class: 'muted', text: 'no values yet' }));
   }
@@ -312,42 +380,105 @@
 
   // ---------------------------------------------------------------- runs list
 
-  async function runsView() {
+  // A rescored run: its own creation time is its 'created'; this says whose transcripts it scored.
+  function rescoreNote(rescore) {
+    if (!rescore) return null;
+    const source = rescore.source || 'another run';
+    return h('span', { class: 'rescore-note', title: rescore.source_created_at ? `source created ${date(rescore.source_created_at)}` : null },
+      badge('rescore', 'info'), ' of ', rescore.run_id ? h('a', { href: link.run(rescore.run_id), text: source }) : h('span', { class: 'id', text: source }));
+  }
+
+  // Each run's own reward components, compactly (runs of different envs have different ones).
+  function componentMeans(components) {
+    const names = Object.keys(components || {}).sort();
+    if (!names.length) return h('span', { class: 'muted', text: '—' });
+    return h('span', { class: 'components' }, names.map((name) => h('span', { class: 'component', title: `mean of ${name}` },
+      h('span', { class: 'name', text: name }), ' ', h('span', { class: 'value', text: fmt(components[name]) }))));
+  }
+
+  const RUN_SORTS = {
+    run: (run) => run.run_id, env: (run) => run.env, model: (run) => run.model, created: (run) => run.created_at,
+    status: (run) => (run.state || {}).status, rollouts: (run) => run.rollouts, size: (run) => run.bytes,
+    pass_rate: (run) => run.pass_rate, failure_rate: (run) => run.failure_rate,
+  };
+
+  async function runsView(r) {
     crumbs(['runs', null]);
     const body = await data.runs();
     const runs = body.runs;
-    const components = [...new Set(runs.flatMap((run) => Object.keys(run.components || {})))].sort().slice(0, 8);
-    const chosen = new Set();
+    const params = (r && r.params) || {};
+    const state = { sort: RUN_SORTS[params.sort] ? params.sort : 'created', desc: params.sort ? params.desc === '1' : true };
+    // A/B are explicit: A is the baseline (the older of the two picked, until swapped), B is compared against it
+    const picked = [];
+    const byId = new Map(runs.map((run) => [run.run_id, run]));
+    const pickLine = h('div', { class: 'pick-line', 'aria-live': 'polite' });
     const compareButton = h('button', { type: 'button', class: 'primary', disabled: true, text: 'Compare selected (pick 2)' });
-    compareButton.addEventListener('click', () => { const [a, b] = [...chosen]; location.href = link.compare(a, b); });
+    compareButton.addEventListener('click', () => { if (picked.length === 2) location.href = link.compare(picked[0], picked[1]); });
+    const swapButton = h('button', { type: 'button', text: '⇄ swap A and B', disabled: true, onclick: () => { picked.reverse(); drawPick(); } });
+    function drawPick() {
+      const ready = picked.length === 2;
+      compareButton.disabled = !ready;
+      swapButton.disabled = !ready;
+      compareButton.textContent = ready ? 'Compare selected' : 'Compare selected (pick 2)';
+      put(pickLine, ready
+        ? [h('span', { class: 'ab' }, h('strong', { text: 'A' }), ' (baseline): ', h('span', { class: 'id', dataset: { side: 'a' }, text: picked[0] })),
+          h('span', { class: 'ab' }, h('strong', { text: 'B' }), ': ', h('span', { class: 'id', dataset: { side: 'b' }, text: picked[1] })),
+          h('span', { class: 'muted', text: 'deltas are B − A' })]
+        : h('span', { class: 'muted', text: picked.length ? `picked ${picked[0]}: pick one more run` : 'pick two runs to compare them' }));
+    }
+    function pick(runId, on) {
+      const at = picked.indexOf(runId);
+      if (on && at < 0) picked.push(runId);
+      if (!on && at >= 0) picked.splice(at, 1);
+      if (picked.length === 2) {
+        const created = (id) => (byId.get(id) || {}).created_at || 0;
+        picked.sort((x, y) => created(x) - created(y) || (x < y ? -1 : 1));
+      }
+      drawPick();
+    }
     const columns = [
-      ...(STATIC ? [] : [{ label: '', render: (run) => h('input', { type: 'checkbox', 'aria-label': `select ${run.run_id}`, onchange: (event) => {
-        if (event.target.checked) chosen.add(run.run_id); else chosen.delete(run.run_id);
-        compareButton.disabled = chosen.size !== 2;
-        compareButton.textContent = chosen.size === 2 ? 'Compare selected' : 'Compare selected (pick 2)';
-      } }) }]),
-      { label: 'run', render: (run) => h('a', { href: link.run(run.run_id), class: 'run-link', text: run.run_id }) },
-      { label: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : (run.env || '—') },
-      { label: 'model', render: (run) => run.model || '—' },
-      { label: 'created', render: (run) => date(run.created_at) },
-      { label: 'status', render: (run) => statusBadge(run.state) },
-      { label: 'rollouts', num: true, render: (run) => fmt(run.rollouts) },
-      { label: 'size', num: true, render: (run) => (run.bytes ? bytes(run.bytes) : '—') },
-      ...components.map((name) => ({ label: name, num: true, title: `mean of ${name}`, render: (run) => fmt((run.components || {})[name]) })),
-      { label: 'pass rate', num: true, render: (run) => pct(run.pass_rate) },
-      { label: 'failure rate', num: true, render: (run) => h('span', { class: run.failure_rate > 0 ? 'warn-text' : null, text: pct(run.failure_rate) }) },
+      ...(STATIC ? [] : [{ label: '', render: (run) => {
+        const box = h('input', { type: 'checkbox', 'aria-label': `select ${run.run_id}`, checked: picked.includes(run.run_id), onchange: (event) => {
+          if (event.target.checked && picked.length >= 2) { event.target.checked = false; return; }
+          pick(run.run_id, event.target.checked);
+        } });
+        return box;
+      } }]),
+      { label: 'run', sort: 'run', render: (run) => h('span', { class: 'run-cell' }, h('a', { href: link.run(run.run_id), class: 'run-link', text: run.run_id }), rescoreNote(run.rescore)) },
+      { label: 'env', sort: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : h('span', { class: 'env', title: run.env || null, text: run.env || '—' }) },
+      { label: 'model', sort: 'model', render: (run) => h('span', { class: 'env', title: run.model || null, text: run.model || '—' }) },
+      { label: 'created', sort: 'created', num: true, render: (run) => date(run.created_at) },
+      { label: 'status', sort: 'status', render: (run) => statusBadge(run.state) },
+      { label: 'rollouts', sort: 'rollouts', num: true, render: (run) => fmt(run.rollouts) },
+      { label: 'size', sort: 'size', num: true, render: (run) => (run.bytes ? bytes(run.bytes) : '—') },
+      { label: 'reward components (mean)', render: (run) => componentMeans(run.components) },
+      { label: 'pass rate', sort: 'pass_rate', num: true, render: (run) => pct(run.pass_rate) },
+      { label: 'failure rate', sort: 'failure_rate', num: true, render: (run) => h('span', { class: run.failure_rate > 0 ? 'warn-text' : null, text: pct(run.failure_rate) }) },
     ];
-    put(app, 
+    const holder = h('div', { class: 'scroll runs-table' });
+    function drawTable() {
+      const key = RUN_SORTS[state.sort];
+      const sorted = runs.slice().sort((x, y) => compareValues(key(x), key(y), state.desc) || compareValues(x.run_id, y.run_id, false));
+      put(holder, table(columns, sorted, state, (sort) => {
+        state.desc = state.sort === sort ? !state.desc : ['created', 'rollouts', 'size', 'pass_rate', 'failure_rate'].includes(sort);
+        state.sort = sort;
+        setQuery({ sort: state.sort, desc: state.desc ? '1' : '0' });
+        drawTable();
+      }));
+    }
+    drawTable();
+    drawPick();
+    put(app,
       h('section', { class: 'head' }, h('h1', { text: 'Runs' }), h('p', { class: 'muted', text: body.root ? `in ${body.root}` : '' })),
-      runs.length ? h('div', { class: 'scroll' }, table(columns, runs)) : h('p', { class: 'empty-state', text: 'No runs here yet. Start one with benchmax eval, then reload.' }),
-      STATIC ? null : h('div', { class: 'toolbar' }, compareButton));
+      runs.length ? holder : h('p', { class: 'empty-state', text: 'No runs here yet. Start one with benchmax eval, then reload.' }),
+      STATIC ? null : h('div', { class: 'toolbar' }, pickLine, swapButton, compareButton));
   }
 
   // ---------------------------------------------------------------- compare
 
   async function compareView(r) {
     const params = { sort: 'delta', desc: '1', offset: '0', limit: '50', ...r.params };
-    crumbs(['runs', link.runs()], [`compare ${params.a} ↔ ${params.b}`, null]);
+    crumbs(['runs', link.runs()], [`compare A ${params.a} · B ${params.b}`, null]);
     const result = await data.compare(params);
     const { a, b } = result;
     const headline = result.headline;
@@ -358,10 +489,32 @@
     const provenanceNote = differs.length ? h('div', { class: 'card provenance-warning' },
       h('strong', { class: 'warn-text', text: 'the runs differ in env code or data: deltas may come from these changes, not only from the model' }),
       h('ul', {}, ...differs.map((change) => h('li', { text: change.text })))) : null;
+    const env = result.env || {};
+    const swap = h('a', { href: link.compare(b, a), class: 'button', text: '⇄ swap A and B', title: `make ${b} the baseline` });
+    const sides = h('div', { class: 'ab-line' },
+      h('span', { class: 'ab' }, h('strong', { text: 'A' }), ' (baseline): ', h('a', { href: link.run(a), class: 'id', dataset: { side: 'a' }, text: a }), env.a ? h('span', { class: 'muted', text: ` · ${env.a}` }) : null),
+      h('span', { class: 'ab' }, h('strong', { text: 'B' }), ': ', h('a', { href: link.run(b), class: 'id', dataset: { side: 'b' }, text: b }), env.b ? h('span', { class: 'muted', text: ` · ${env.b}` }) : null),
+      swap);
+    const counts = `${plural(result.common, 'common example')} · ${fmt(result.only_a)} only in A · ${fmt(result.only_b)} only in B`;
+    const warnings = [
+      env.same === false ? h('div', { class: 'warn-box', role: 'note', text: `A and B are runs of different envs (${env.a} and ${env.b}): their rewards may not mean the same.` }) : null,
+    ];
+    const head = h('section', { class: 'head' }, h('h1', { text: 'Compare runs' }), sides, h('p', { class: 'muted', text: 'Deltas are B − A; examples are matched by id.' }));
+    if (!result.comparable) {
+      // nothing is shared: every delta would be a difference of datasets, so none is shown
+      put(app, head, warnings,
+        h('div', { class: 'cards' },
+          statCard(`A: ${a}`, pct(headline.a.pass_rate), `${plural(headline.a.rollouts, 'rollout')} · failures ${pct(headline.a.failure_rate)}`),
+          statCard(`B: ${b}`, pct(headline.b.pass_rate), `${plural(headline.b.rollouts, 'rollout')} · failures ${pct(headline.b.failure_rate)}`)),
+        h('div', { class: 'empty-state not-comparable', role: 'status' },
+          h('strong', { text: '0 common examples: not comparable.' }), ' ',
+          `A has ${plural(result.only_a, 'example')} with rollouts, B has ${fmt(result.only_b)}, and none is in both, so no delta is shown. Compare two runs of the same dataset.`));
+      return;
+    }
     const heads = h('div', { class: 'cards' },
-      statCard(`A: ${a}`, pct(headline.a.pass_rate), `${fmt(headline.a.rollouts)} rollouts · failures ${pct(headline.a.failure_rate)}`),
-      statCard(`B: ${b}`, pct(headline.b.pass_rate), `${fmt(headline.b.rollouts)} rollouts · failures ${pct(headline.b.failure_rate)}`),
-      statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', `${fmt(result.common)} common examples · ${fmt(result.only_a)} only in A · ${fmt(result.only_b)} only in B`));
+      statCard(`A: ${a}`, pct(headline.a.pass_rate), `${plural(headline.a.rollouts, 'rollout')} · failures ${pct(headline.a.failure_rate)}`),
+      statCard(`B: ${b}`, pct(headline.b.pass_rate), `${plural(headline.b.rollouts, 'rollout')} · failures ${pct(headline.b.failure_rate)}`),
+      statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', counts));
     const componentTable = table([
       { label: 'component', render: (row) => row.component },
       { label: 'A mean', num: true, render: (row) => fmt(row.a) },
@@ -372,23 +525,21 @@
     const rerender = (changes) => { setQuery({ ...params, ...changes }); render(); };
     const names = result.components.map((row) => row.component);
     const exampleTable = table([
-      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, row.example_id, ' ',
+      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, h('span', { class: 'id', text: row.example_id }), ' ',
         h('a', { href: link.run(a, `example=${enc(row.example_id)}`), text: 'A', class: 'mini' }), ' ',
         h('a', { href: link.run(b, `example=${enc(row.example_id)}`), text: 'B', class: 'mini' })) },
+      { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
       { label: 'A reward', num: true, sort: 'a', render: (row) => fmt(row.a) },
       { label: 'B reward', num: true, sort: 'b', render: (row) => fmt(row.b) },
       { label: 'Δ reward', num: true, sort: 'delta', render: (row) => deltaCell(row.delta) },
       { label: 'A pass', num: true, render: (row) => pct(row.a_pass) },
       { label: 'B pass', num: true, render: (row) => pct(row.b_pass) },
       { label: 'Δ pass', num: true, sort: 'pass_delta', render: (row) => deltaCell(row.pass_delta, points) },
-      ...names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => deltaCell(row.components[name]) })),
+      ...(names.length > 1 ? names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => deltaCell(row.components[name]) })) : []),
     ], result.examples.rows, state, (key) => rerender({ sort: key, desc: state.sort === key && !state.desc ? '1' : state.sort === key ? '0' : '1', offset: '0' }));
     const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
-    put(app, 
-      h('section', { class: 'head' }, h('h1', { text: 'Compare runs' }), h('p', { class: 'muted' }, 'Deltas are B − A; examples are matched by id.')),
-      provenanceNote,
-      heads,
-      h('h2', { text: 'Per component' }), componentTable,
+    put(app, head, warnings, provenanceNote, heads,
+      h('h2', { text: 'Per component' }), h('div', { class: 'scroll' }, componentTable),
       h('h2', { text: 'Per example' }), h('div', { class: 'toolbar' }, changed),
       h('div', { class: 'scroll' }, exampleTable),
       pager(result.examples, (offset) => rerender({ offset: String(offset) })));
@@ -429,6 +580,7 @@
         h('p', { class: 'muted' }, [
           `env ${meta.env_class || config.env || '—'}`, ` · model ${meta.model || config.model || '—'}`,
           ` · created ${date(meta.created_at)}`,
+          overview.rescore ? [' · ', rescoreNote(overview.rescore), overview.rescore.source_created_at ? ` (source created ${date(overview.rescore.source_created_at)})` : ''] : null,
           overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
           meta.error ? h('span', { class: 'bad', text: ` · ${meta.error}` }) : null,
           outageNote(meta.outages),
@@ -534,16 +686,24 @@
       }
     }
 
+    // tabArea.dataset.drawn is the query string the table on screen answers (set once it is
+    // drawn): a page, or a test, knows the table matches the URL when the two are equal.
     async function drawTab() {
       drawTabs();
       const token = Symbol('draw');
+      const query = location.search;
       drawTab.current = token;
+      tabArea.setAttribute('aria-busy', 'true');
+      let node;
       try {
-        const node = await { rollouts: rolloutsTab, examples: examplesTab, groups: groupsTab, config: configTab }[state.tab]?.() || h('p', { text: 'unknown tab' });
-        if (drawTab.current === token) put(tabArea, node);
+        node = await { rollouts: rolloutsTab, examples: examplesTab, groups: groupsTab, config: configTab }[state.tab]?.() || h('p', { text: 'unknown tab' });
       } catch (error) {
-        put(tabArea, failure(error));
+        node = failure(error);
       }
+      if (drawTab.current !== token) return;  // a later draw owns the table
+      put(tabArea, node);
+      tabArea.dataset.drawn = query;
+      tabArea.setAttribute('aria-busy', 'false');
     }
 
     function sorter(defaults) {
@@ -591,6 +751,7 @@
         { label: 'tools', num: true, sort: 'num_tool_calls', render: (row) => fmt(row.num_tool_calls) },
         { label: 'tokens out', num: true, sort: 'completion_tokens', render: (row) => fmt(row.completion_tokens) },
         { label: 'seconds', num: true, sort: 'seconds', render: (row) => secs(row.seconds) },
+        { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'final answer / error', sort: 'final_text', render: (row) => h('span', { class: 'snippet', title: row.error || null, text: row.error ? `⚠ ${row.error}` : row.final_text }) },
       ];
       const limitSelect = h('select', { 'aria-label': 'rows per page', onchange: (e) => update({ limit: e.target.value, offset: '0' }) },
@@ -608,7 +769,7 @@
       const columns = [
         { label: '#', num: true, sort: 'idx', render: (row) => fmt(row.idx) },
         { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
-        { label: 'prompt', render: (row) => h('span', { class: 'snippet', text: row.prompt }) },
+        { label: 'prompt', render: (row) => h('span', { class: 'snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'rollouts', num: true, sort: 'rollouts', render: (row) => fmt(row.rollouts) },
         { label: 'passed', num: true, sort: 'passed', render: (row) => fmt(row.passed) },
         { label: 'pass rate', num: true, sort: 'pass_rate', render: (row) => h('span', { class: 'rate' }, h('span', { class: 'meter' }, h('span', { class: 'fill', dataset: { w: String(Math.round(100 * row.pass_rate)) } })), pct(row.pass_rate)) },
@@ -629,7 +790,8 @@
       const noSignal = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'no_signal', checked: state.no_signal === '1', onchange: (e) => update({ no_signal: e.target.checked ? '1' : '', offset: '0' }) }), ' only groups with no learning signal (all siblings tie)');
       const columns = [
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: row.group_id, class: 'id' }) },
-        { label: 'example', sort: 'order', render: (row) => row.example_id },
+        { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: row.example_id }) },
+        { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'size', num: true, sort: 'size', render: (row) => fmt(row.size) },
         { label: 'mean', num: true, sort: 'mean', render: (row) => fmt(row.mean) },
         { label: 'std', num: true, sort: 'std', render: (row) => fmt(row.std) },
@@ -701,7 +863,7 @@
 
   function logBlock(logs, label, startedAt) {
     if (!logs || !logs.length) return null;
-    return h('div', { class: 'logs' }, h('div', { class: 'logs-label', text: `${label} · ${logs.length} log record${logs.length > 1 ? 's' : ''}` }), logs.map((log) => logRecord(log, startedAt)));
+    return h('div', { class: 'logs' }, h('div', { class: 'logs-label', text: `${label} · ${plural(logs.length, 'log record')}` }), logs.map((log) => logRecord(log, startedAt)));
   }
 
   function logControls(root) {
@@ -724,13 +886,21 @@
 
   // ---------------------------------------------------------------- messages
 
-  function contentNode(content) {
+  function contentNode(content, { json = false } = {}) {
     if (content === null || content === undefined || content === '') return null;
-    if (typeof content === 'string') return longText(content);
-    if (Array.isArray(content)) {
-      return h('div', {}, content.map((part) => (part && part.type === 'text' ? longText(part.text) : longText(JSON.stringify(part, null, 2)))));
+    if (typeof content === 'string') {
+      const pretty = json ? jsonOrText(content) : null;
+      return pretty === null ? longText(content) : longText(pretty, 3000, 60);
     }
-    return longText(JSON.stringify(content, null, 2));
+    if (Array.isArray(content)) {
+      return h('div', { class: 'parts' }, content.map((part) => {
+        if (part && part.type === 'text') return contentNode(String(part.text ?? ''), { json });
+        if (part && part.type === 'image_url') return imageNode(part);
+        if (typeof part === 'string') return longText(part);
+        return longText(JSON.stringify(part, elideLong, 2));
+      }));
+    }
+    return longText(JSON.stringify(content, elideLong, 2));
   }
 
   function toolCallNode(call) {
@@ -742,14 +912,23 @@
       longText(args.text, 3000, 60));
   }
 
-  function messageNode(message) {
+  // calls: what the transcript knows of its tool calls: errors, the ids of the calls whose result
+  // told the model of an error (the turn records' tool_errors, as the store reads them), painted
+  // as errors; names, each call's tool name by id (a tool message need not repeat it).
+  function messageNode(message, calls = {}) {
     const role = String(message.role || 'unknown');
-    const el = h('div', { class: 'msg', dataset: { role } });
+    const callId = String(message.tool_call_id ?? '');
+    const failed = role === 'tool' && calls.errors instanceof Set && calls.errors.has(callId);
+    const toolName = message.name || (calls.names instanceof Map ? calls.names.get(callId) : '') || '';
+    const el = h('div', { class: `msg${failed ? ' tool-error' : ''}`, dataset: { role } });
     const head = h('div', { class: 'msg-head' }, h('span', { class: 'role', text: role }));
-    if (role === 'tool') head.append(h('span', { class: 'tool-name', text: message.name || '' }), h('span', { class: 'muted', text: message.tool_call_id || '' }));
+    if (role === 'tool') {
+      head.append(h('span', { class: 'tool-name', text: toolName }), h('span', { class: 'muted', text: message.tool_call_id || '' }));
+      head.append(failed ? badge('tool error', 'bad') : badge('result', 'ok'));
+    }
     el.append(head);
     if (message.reasoning_content) el.append(h('details', { class: 'reasoning' }, h('summary', { text: 'reasoning' }), longText(message.reasoning_content)));
-    const body = contentNode(message.content);
+    const body = contentNode(message.content, { json: role === 'tool' });
     if (body) el.append(body);
     else if (!message.tool_calls) el.append(h('p', { class: 'muted', text: '(empty)' }));
     for (const call of message.tool_calls || []) el.append(toolCallNode(call));
@@ -774,11 +953,19 @@
       else put('after', log);
     }
     const start = record.started_at;
+    const names = new Map();
+    for (const message of messages) {
+      for (const call of message.tool_calls || []) {
+        if (call && call.id !== undefined && call.function && typeof call.function.name === 'string') names.set(String(call.id), call.function.name);
+      }
+    }
+    const toolErrors = { errors: new Set((record.tool_errors || []).map(String)), names };
     const root = h('div', { class: 'transcript' });
     const prompt = messages.slice(0, promptEnd);
     if (prompt.length) {
-      const block = h('details', { class: 'prompt', open: prompt.reduce((n, m) => n + String(m.content || '').length, 0) < 3000 },
-        h('summary', { text: `prompt · ${prompt.length} message${prompt.length > 1 ? 's' : ''}` }), prompt.map(messageNode));
+      const size = prompt.reduce((n, m) => n + (typeof m.content === 'string' ? m.content.length : 0), 0);
+      const block = h('details', { class: 'prompt', open: size < 3000 },
+        h('summary', { text: `prompt · ${plural(prompt.length, 'message')}` }), prompt.map((m) => messageNode(m, toolErrors)));
       add(root, block);
     }
     add(root, logBlock(slots.get('before'), 'while setting up (rollout_context)', start));
@@ -792,9 +979,9 @@
         h('span', { text: `${fmt(usage.prompt_tokens || 0)} → ${fmt(usage.completion_tokens || 0)} tokens` }),
         turn.finish_reason ? h('span', { class: 'muted', text: `finish: ${turn.finish_reason}` }) : null));
       add(root, logBlock(slots.get(`model:${k}`), `during the model call of turn ${k}`, start));
-      add(root, messageNode(messages[turnStart[k]]));
+      add(root, messageNode(messages[turnStart[k]], toolErrors));
       const end = k + 1 < turnCount ? turnStart[k + 1] : messages.length;
-      for (let i = turnStart[k] + 1; i < end; i++) add(root, messageNode(messages[i]));
+      for (let i = turnStart[k] + 1; i < end; i++) add(root, messageNode(messages[i], toolErrors));
       add(root, logBlock(slots.get(`tools:${k}`), `during the tool calls of turn ${k}`, start));
     }
     add(root, logBlock(slots.get('after'), 'after the last turn', start));
@@ -842,6 +1029,18 @@
     try { document.execCommand('copy'); done(); } finally { area.remove(); }
   }
 
+  // The payload fields beyond the prompt (what rollout.example_args gives the reward: the
+  // expected answer...), one row each; values are text, structured ones pretty-printed.
+  function fieldsTable(fields) {
+    const names = Object.keys(fields || {});
+    if (!names.length) return h('p', { class: 'muted', text: 'no fields beyond the prompt' });
+    return h('table', { class: 'fields' }, h('tbody', {}, names.map((name) => {
+      const value = fields[name];
+      const shown = typeof value === 'string' ? longText(value, 600, 12) : longText(JSON.stringify(value, elideLong, 2), 1500, 30);
+      return h('tr', {}, h('th', { scope: 'row', text: name }), h('td', {}, shown));
+    })));
+  }
+
   // ---------------------------------------------------------------- group view
 
   async function groupView(r) {
@@ -853,16 +1052,18 @@
       group.next ? h('a', { href: link.group(r.run, group.next), class: 'button', text: 'next group ›', rel: 'next' }) : h('span', { class: 'button disabled', text: 'next group ›' }));
     const example = group.example;
     const promptMessages = example && example.payload && Array.isArray(example.payload.prompt_messages) ? example.payload.prompt_messages : [];
-    const extra = example && example.payload ? Object.fromEntries(Object.entries(example.payload).filter(([key]) => key !== 'prompt_messages')) : {};
     const head = h('section', { class: 'head' },
       h('h1', {}, `group `, h('span', { class: 'id', text: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
-      h('p', { class: 'muted', text: `example ${group.example_id} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${group.siblings.length} siblings` }));
+      h('p', { class: 'muted', text: `example ${group.example_id} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
     const stats = h('div', { class: 'cards' },
       statCard('group mean', fmt(group.mean), 'total reward'),
       statCard('group std', fmt(group.std), group.std > 0 ? 'advantage = (reward − mean) / std' : 'all siblings tie: advantages are 0'),
       ...names.map((name) => statCard(name, `${fmt(group.components[name].mean)} ± ${fmt(group.components[name].std)}`, 'mean ± std')));
-    const promptCard = h('details', { class: 'card prompt' }, h('summary', { text: 'example prompt and fields' }), promptMessages.map(messageNode),
-      Object.keys(extra).length ? longText(JSON.stringify(extra, null, 2)) : null);
+    // the task every sibling answered, in view: its prompt and the fields its reward reads
+    const promptCard = h('section', { class: 'card example-card' },
+      h('h3', { text: 'example: prompt and fields' }),
+      promptMessages.length ? promptMessages.map((m) => messageNode(m)) : h('p', { class: 'muted', text: example ? 'no prompt messages' : 'this example is not stored in the run' }),
+      example ? fieldsTable(example.fields) : null);
     const grid = h('div', { class: 'siblings' }, group.siblings.map((s) => {
       const advantageClass = s.advantage > 0 ? 'up' : s.advantage < 0 ? 'down' : 'muted';
       return h('article', { class: `card sibling ${s.scored ? '' : 'failed'}` },
@@ -871,7 +1072,7 @@
           h('div', {}, h('span', { class: 'label', text: 'reward' }), h('span', { class: 'big', text: fmt(s.reward) })),
           h('div', {}, h('span', { class: 'label', text: 'advantage' }), h('span', { class: `big ${advantageClass}`, text: signed(s.advantage) }))),
         h('table', { class: 'mini-grid' }, h('tbody', {}, names.map((name) => h('tr', {}, h('td', { text: name }), h('td', { class: 'num' }, componentCell(s.rewards[name])))))),
-        h('div', { class: 'muted small', text: `${s.num_turns} turns · ${s.num_tool_calls} tool calls · ${fmt(s.completion_tokens)} tokens · ${secs(s.seconds)}` }),
+        h('div', { class: 'muted small', text: `${plural(s.num_turns, 'turn')} · ${plural(s.num_tool_calls, 'tool call')} · ${plural(s.completion_tokens, 'token')} · ${secs(s.seconds)}` }),
         s.error ? h('div', { class: 'error-box small', text: s.error }) : null,
         h('div', { class: 'label', text: 'final answer' }), longText(s.final_text, 600, 12),
         h('a', { href: link.rollout(r.run, s.rollout_id), class: 'button small', text: 'open rollout ›' }));
@@ -903,7 +1104,10 @@
       h('h1', {}, h('span', { class: 'id', text: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
       h('p', { class: 'muted', text: `example ${rec.example_id} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
     const names = Object.keys(rec.rewards);
-    const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) })),
+    const advantageClass = rec.advantage > 0 ? 'up' : rec.advantage < 0 ? 'down' : 'muted';
+    const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
+      h('span', { class: 'advantage', title: 'advantage in its group: (reward − group mean) / group std' }, 'advantage ', h('span', { class: `big ${advantageClass}`, text: signed(rec.advantage) }),
+        h('span', { class: 'muted small', text: ` (group mean ${fmt(rec.group_mean)})` }))),
       names.length ? table([
         { label: 'component', render: (row) => row.name },
         { label: 'value', num: true, render: (row) => fmt(row.value) },
@@ -911,7 +1115,7 @@
         { label: 'filled', render: (row) => (row.filled ? badge('zero-filled', 'warn') : h('span', { class: 'muted', text: 'no' })) },
       ], names.map((name) => ({ name, ...rec.rewards[name] }))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
     const usageCard = h('section', { class: 'card' }, h('h3', { text: 'usage and timing' }),
-      h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${fmt(rec.completion_tokens)} completion tokens · ${rec.num_turns} turns · ${rec.num_tool_calls} tool calls · ${secs(rec.seconds)} in all`),
+      h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${plural(rec.completion_tokens, 'completion token')} · ${plural(rec.num_turns, 'turn')} · ${plural(rec.num_tool_calls, 'tool call')} · ${secs(rec.seconds)} in all`),
       rec.turns.length ? table([
         { label: 'turn', num: true, render: (t) => h('a', { href: `#turn-${t.index}`, text: String(t.index) }) },
         { label: 'starts at', num: true, render: (t) => `+${secs(Math.max(0, t.started_at - rec.started_at))}` },
@@ -922,13 +1126,16 @@
         { label: 'finish', render: (t) => t.finish_reason || '—' },
       ], rec.turns) : null);
     const summary = h('div', { class: 'two-col' }, rewardCard, usageCard);
+    const exampleCard = h('section', { class: 'card example-card' },
+      h('h3', {}, 'example ', h('a', { href: link.run(r.run, `example=${enc(rec.example_id)}`), class: 'id mini', text: rec.example_id })),
+      h('div', { class: 'label', text: 'fields the reward reads (example_args)' }), fieldsTable(rec.example_fields));
     const errorBox = rec.error ? h('div', { class: 'error-box', role: 'alert' }, h('strong', { text: `${rec.termination_reason}: ` }), longText(rec.error, 2000, 30)) : null;
     const body = transcript(rec);
     const logCount = (rec.logs || []).length;
     const section = h('section', { class: 'card transcript-card' },
       h('div', { class: 'section-head' }, h('h3', { text: 'transcript' }), logCount ? logControls(body) : h('span', { class: 'muted', text: 'no log records' })),
       body);
-    put(app, head, toolbar, errorBox, summary, section, tokenView(rec.turns),
+    put(app, head, toolbar, errorBox, summary, exampleCard, section, tokenView(rec.turns),
       rec.sampling ? h('details', { class: 'card' }, h('summary', { text: 'sampling parameters' }), longText(JSON.stringify(rec.sampling, null, 2))) : null);
     if (location.hash) { const target = document.getElementById(location.hash.slice(1)); if (target) target.scrollIntoView(); }
   }
