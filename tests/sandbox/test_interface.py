@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,12 @@ async def test_a_missing_command_is_exit_127_and_a_missing_cwd_is_file_not_found
 async def test_a_command_past_its_timeout_is_killed_with_everything_it_started(sandbox):
     result = await sandbox.exec("sleep 60 & sleep 60; echo never", timeout=0.5)
     assert result.timed_out and result.exit_code == -9 and "never" not in result.stdout
-    leftovers = await sandbox.exec("ls /proc | grep -c '^[0-9]'")
-    # bubblewrap's init, the agent, this shell and its ls/grep: no sleeps left
-    assert int(leftovers.stdout) <= 5, await _commands(sandbox)
+    # bubblewrap's init, the agent, this shell and its ls/grep: no sleeps left, once the
+    # sandbox's init has reaped the killed ones (a loaded machine may take a moment)
+    deadline = asyncio.get_running_loop().time() + 30
+    while int((await sandbox.exec("ls /proc | grep -c '^[0-9]'")).stdout) > 5:
+        assert asyncio.get_running_loop().time() < deadline, await _commands(sandbox)
+        await asyncio.sleep(0.05)
 
 
 async def test_output_past_the_cap_stops_the_command_and_is_marked(sandbox):
@@ -69,7 +73,10 @@ async def test_files_are_written_read_listed_and_errors_are_the_usual_oserrors(s
         ("pkg", "dir"),
         ("pkg/mod.py", "file"),
     ]
-    (data,) = await sandbox.list_files("/tmp")
+    # an interpreter installed under /tmp (a venv there) is bound read-only at its own path
+    interpreter = {path.split("/")[2] for path in (sys.prefix, sys.base_prefix, os.path.realpath(sys.executable))
+                   if path.startswith("/tmp/")}  # fmt: skip
+    (data,) = [entry for entry in await sandbox.list_files("/tmp") if entry.path not in interpreter]
     assert (data.path, data.size, data.mode) == ("data.bin", 20, 0o600)
     with pytest.raises(FileNotFoundError):
         await sandbox.read_file("missing.txt")

@@ -419,7 +419,11 @@ def _base_url(url: str) -> str:
             "(the URL is stored in the run)"
         )
     if parts.query or parts.fragment or parts.path.strip("/"):
-        raise EnvSpecError(f"{url}: give the server's root, http(s)://HOST:PORT, without a path or query")
+        raise EnvSpecError(
+            f"{url}: env code is never fetched; download it, review it, and pass its local path. "
+            "For an env served by benchmax serve, give the server's root, http(s)://HOST:PORT, "
+            "without a path or query"
+        )
     return f"{parts.scheme}://{parts.netloc}"
 
 

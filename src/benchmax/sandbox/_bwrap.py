@@ -264,6 +264,7 @@ class BwrapProvider(SandboxProvider):
         if not spec.network:
             args.append("--unshare-net")
         exposed: list[str] = []
+        prefixes: set[str] = set()
         if spec.rootfs is None:
             for directory in _SYSTEM_DIRS:
                 if os.path.isdir(directory):
@@ -276,9 +277,6 @@ class BwrapProvider(SandboxProvider):
             prefixes = set(_python_prefixes(sys.executable))
             if spec.python:
                 prefixes.update(_python_prefixes(spec.python))
-            for prefix in sorted(prefixes):
-                args += ["--ro-bind", prefix, prefix]
-                exposed.append(prefix)
         else:
             rootfs = spec.rootfs.resolve()
             if not rootfs.is_dir():
@@ -293,11 +291,6 @@ class BwrapProvider(SandboxProvider):
                 elif entry.is_dir():
                     args += ["--ro-bind", str(entry), f"/{entry.name}"]
             exposed.append(str(rootfs))
-        for mount in spec.mounts:
-            if os.geteuid() == 0:
-                _readable_by_others(os.path.realpath(mount.source), "the mount source")
-            args += ["--ro-bind", str(mount.source), str(mount.target)]
-            exposed.append(os.path.realpath(mount.source))
         limits = spec.limits
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(limits.tmp_mb * _MIB), "--tmpfs", "/tmp"]
@@ -306,6 +299,16 @@ class BwrapProvider(SandboxProvider):
             args += ["--size", str(limits.tmp_mb * _MIB), "--tmpfs", directory]
         if spec.rootfs is None:
             args += ["--symlink", "/tmp", "/var/tmp"]
+        # Bound after the tmpfs mounts, which would hide them: an interpreter in a venv under /tmp,
+        # a mount whose target lies in the workspace.
+        for prefix in sorted(prefixes):
+            args += ["--ro-bind", prefix, prefix]
+            exposed.append(prefix)
+        for mount in spec.mounts:
+            if os.geteuid() == 0:
+                _readable_by_others(os.path.realpath(mount.source), "the mount source")
+            args += ["--ro-bind", str(mount.source), str(mount.target)]
+            exposed.append(os.path.realpath(mount.source))
         args += ["--remount-ro", "/dev", "--size", str(min(limits.tmp_mb, 64) * _MIB), "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/"]
         pass_fds: tuple[int, ...] = ()
