@@ -11,17 +11,18 @@ are zero-filled as they close, and the run's status is set on every way out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import StaticBearerAuth
-from benchmax.client import ClientPool, EndpointDown, GateEvent, Outage
+from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
 from benchmax.envs import (
     DatasetError,
@@ -38,8 +39,9 @@ from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._session import GroupKey, RunSession
+from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
-from benchmax.store import Run, RunStats
+from benchmax.store import Run, RunStats, StoreError
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -55,8 +57,30 @@ class RunObserver(Protocol):
 
 
 class RunStopped(BenchmaxError):
-    """The run stopped before its end for a reason outside it (an endpoint down past its budget);
-    what is stored is whole, and ``--resume`` continues it."""
+    """The run stopped before its end for a reason outside it (an endpoint down past its budget,
+    ``--max-cost`` spent); what is stored is whole, and ``--resume`` continues it.
+
+    ``hint`` says what to do before resuming; ``resume_options`` are options the
+    resume command needs (a higher ``--max-cost``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str = "Resume it once the model server is back:",
+        resume_options: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.resume_options = resume_options
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    reason: str
+    hint: str = "Resume it once the model server is back:"
+    resume_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +91,8 @@ class RunResult:
     client_stats: dict[str, Any]
     verdict: RunVerdict
     outages: tuple[Outage, ...] = ()
+    cost: Mapping[str, Any] | None = None
+    """The run's model calls and what they cost, as stored (all sessions): see ``RunSpend``."""
 
 
 def sampling_for(sampling: SamplingParams, sample_index: int) -> SamplingParams:
@@ -91,6 +117,7 @@ async def arun(
         RunSession.check_new(run_dir)
     owned = env is None
     spec = EnvSpec(config.env, config.env_kwargs)
+    prices = PriceTable.load(config.prices)  # a broken price file fails before anything is loaded
     executor: GroupExecutor | None = None
     clients: ClientPool | None = None
     try:
@@ -102,7 +129,7 @@ async def arun(
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
             )
-        executor = make_executor(config, env)
+        executor = make_executor(config, env, prices)
         await executor.start()
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
@@ -113,6 +140,12 @@ async def arun(
             log_dir=run_dir,
             auth=auth,
         ) as endpoint:
+            if config.max_cost is not None and prices.price(endpoint.model) is None:
+                raise BenchmaxError(
+                    f"--max-cost needs the price of the model {endpoint.model!r}, which the price table "
+                    f"({', '.join(prices.sources)}) does not list; add it to a price file and give it with "
+                    "--prices FILE (see docs/cost-and-cache.md)"
+                )
             session = (
                 RunSession.resume(run_dir)
                 if resume
@@ -132,10 +165,15 @@ async def arun(
                     model=endpoint.model,
                     base_url=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
                 )
-                new_rollouts = await _schedule(
-                    config, executor, examples, plan, session, observer, endpoint, auth, clients
-                )
-                await asyncio.to_thread(session.close_batches)
+                spend = RunSpend(session, _calls_of(executor), prices, config.max_cost)
+                try:
+                    new_rollouts = await _schedule(
+                        config, executor, examples, plan, session, observer, endpoint, auth, clients, spend
+                    )
+                    await asyncio.to_thread(session.close_batches)
+                finally:
+                    with contextlib.suppress(StoreError):  # on every way out: a stopped run keeps what it spent
+                        spend.store()
         client_stats = executor.stats()
         outages = tuple(_outage_source(executor, clients).outages())
     finally:
@@ -150,7 +188,9 @@ async def arun(
                 logger.exception("%s.aclose() failed", type(env).__name__)
     with Run(run_dir) as run:
         stats = run.stats()
-    return RunResult(run_dir, stats, new_rollouts, client_stats, judge_run(stats, config.max_failure_rate), outages)
+        cost = run.meta.get("cost")
+    verdict = judge_run(stats, config.max_failure_rate)
+    return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
 
 
 def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
@@ -171,12 +211,19 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
 
 
-def make_executor(config: RunConfig, env: Environment[Any, Any]) -> GroupExecutor:
+def make_executor(config: RunConfig, env: Environment[Any, Any], prices: PriceTable | None = None) -> GroupExecutor:
     if config.executor == "ray":
         from benchmax.runner._ray import RayExecutor
 
-        return RayExecutor(config)
-    return LocalExecutor(env, config.engine)
+        return RayExecutor(config, prices=prices)
+    return LocalExecutor(env, config.engine, prices=prices, cache=config.cache)
+
+
+def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:
+    """This session's model calls so far: the local ledger's, or those the Ray actors last reported."""
+    if isinstance(executor, LocalExecutor):
+        return executor.ledger.totals
+    return lambda: tuple(CallFigures.from_dict(item) for item in executor.stats().get("calls") or ())
 
 
 def _stored_url(endpoint: Endpoint) -> str | list[str]:
@@ -270,6 +317,7 @@ async def _schedule(
     endpoint: Endpoint,
     auth: StaticBearerAuth | None,
     clients: ClientPool,
+    spend: RunSpend,
 ) -> int:
     size = config.group_size
     per_batch = config.groups_per_batch()
@@ -285,16 +333,32 @@ async def _schedule(
         return 0
     slots = asyncio.Semaphore(max(1, config.concurrency // size))
     written = 0
-    stopping: list[str] = []
+    stopping: list[_Stop] = []
     main = asyncio.current_task()
 
     def stop(reason: str) -> None:
         # The endpoint is down past its budget. Nothing its outage held may be stored
         # as a failure: the run stops here, whole groups only, and --resume reruns the rest.
+        halt(_Stop(reason))
+
+    def halt(why: _Stop) -> None:
         if not stopping:
-            stopping.append(reason)
+            stopping.append(why)
             if main is not None:
                 main.cancel()
+
+    def check_budget() -> None:
+        # --max-cost spent: the same way out as an outage (whole groups stored, resumable).
+        reason = spend.over_budget()
+        if reason is not None and spend.max_cost is not None:
+            more = f"{spend.max_cost * 2:g}"
+            hint = f"Resume it with a higher --max-cost (the run's total, all sessions), e.g. {more}:"
+            halt(_Stop(reason, hint, ("--max-cost", more)))
+
+    if spend.max_cost is not None:
+        check_budget()  # a resumed run may have spent its budget already
+        if isinstance(executor, LocalExecutor):
+            executor.ledger.subscribe(check_budget)  # every call, as its reply arrives
 
     watch = EndpointWatch(
         _outage_source(executor, clients),
@@ -332,6 +396,10 @@ async def _schedule(
             # waits while the store's writer lags: the slot stays taken, so no new group starts
             await session.awrite_group(key, result, batch=batch, started_at=started)
             written += size
+            if spend.max_cost is not None:
+                check_budget()  # the Ray actors' calls are known once their group is back
+            if spend.due():
+                await asyncio.to_thread(spend.store)
             if observer is not None:
                 observer.on_group(result)
             left_in_batch[batch] -= 1
@@ -366,7 +434,12 @@ async def _schedule(
         if stopping:
             if main is not None:
                 main.uncancel()
-            raise RunStopped(f"{stopping[0]}; the run stopped with every finished group stored") from None
+            why = stopping[0]
+            raise RunStopped(
+                f"{why.reason}; the run stopped with every finished group stored",
+                hint=why.hint,
+                resume_options=why.resume_options,
+            ) from None
         raise
     finally:
         watch.__exit__()
