@@ -32,12 +32,29 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"envs", "errors"},
     "runner": {"envs", "client", "engine", "store", "local", "auth", "errors"},
     "inspector": {"store", "errors"},
+    "serve": {"envs", "inspector", "errors"},
     "train": {"runner", "engine", "client", "envs", "local", "auth", "errors"},
-    "cli": {"runner", "store", "engine", "client", "envs", "inspector", "train", "local", "testing", "auth", "errors"},
+    "cli": {
+        "runner",
+        "store",
+        "engine",
+        "client",
+        "envs",
+        "inspector",
+        "serve",
+        "train",
+        "local",
+        "testing",
+        "auth",
+        "errors",
+    },
     "__init__": {"runner", "store", "errors"},
 }
 """What each package may import besides itself. ``envs`` reaches the engine only through the
-registry in ``envs/_runtime.py`` (by name, at run time), never by an import."""
+registry in ``envs/_runtime.py`` (by name, at run time), never by an import. ``serve`` (an env over
+HTTP) is a face beside the inspector: it holds an env (the contract) and no engine (the model loop
+runs at the client, through ``envs.RemoteEnv``), and it reuses the inspector's access rule (loopback
+only, a token for anything else) rather than keeping a second one."""
 
 
 SHIPPED_ENVS = {("envs", "harbor")}

@@ -172,7 +172,7 @@ def test_two_processes_writing_at_once_leave_a_sound_bounded_cache(tmp_path):
     finally:
         conn.close()
     assert total == summed, "the size accounting matches the entries"
-    assert 0 < count and summed <= 60_000
+    assert count > 0 and summed <= 60_000
     cache = ResponseCache(CacheSettings(directory))
     try:
         import asyncio
@@ -190,7 +190,7 @@ def test_a_file_that_is_not_a_cache_is_refused_with_what_to_do(tmp_path):
     directory.mkdir()
     (directory / CACHE_FILE).write_bytes(b"this is not sqlite" * 100)
     cache = ResponseCache(CacheSettings(directory))
-    with pytest.raises(CacheError, match="is not a benchmax response cache .*delete it or give another --cache"):
+    with pytest.raises(CacheError, match=r"is not a benchmax response cache .*delete it or give another --cache"):
         cache.open()
     cache.close()
 

@@ -56,6 +56,12 @@ def _register_optional() -> None:
     else:
         app.command("inspect")(inspect_command)
     try:
+        from benchmax.cli._serve import serve_command
+    except ImportError:
+        pass
+    else:
+        app.command("serve")(serve_command)
+    try:
         from benchmax.cli._train import train_command
     except ImportError:
         pass

@@ -8,7 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-ENV_HELP = "path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env."
+ENV_HELP = (
+    "path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, an installed env, "
+    "or http(s)://HOST:PORT (an env served by benchmax serve)."
+)
 
 EnvArgument = Annotated[str, typer.Argument(metavar="ENV", help=ENV_HELP, show_default=False)]
 OptionalEnvArgument = Annotated[str | None, typer.Argument(metavar="ENV", help=ENV_HELP, show_default=False)]

@@ -7,6 +7,7 @@ benchmax shares: termination reasons, message text, records, the env loader.
 """
 
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
 from benchmax.envs._loading import (
     ENTRY_POINT_GROUP,
@@ -28,6 +29,7 @@ from benchmax.envs._messages import (
     tool_message,
 )
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
 from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
 from benchmax.envs._termination import (
     SCORABLE_REASONS,
@@ -79,6 +81,8 @@ __all__ = [
     "Messages",
     "ModelAuth",
     "ModelRequestContext",
+    "RemoteDataset",
+    "RemoteEnv",
     "RewardMap",
     "RolloutAttempt",
     "RolloutFailure",
@@ -104,6 +108,7 @@ __all__ = [
     "data_directory",
     "example_location",
     "implements",
+    "is_remote_spec",
     "is_scorable",
     "is_scored",
     "load_env",
@@ -117,4 +122,5 @@ __all__ = [
     "tool_error_ids",
     "tool_message",
     "validate_max_examples",
+    "wire",
 ]

@@ -3,9 +3,11 @@
 One loader for every face (eval, validate, train, rescore, the trainer
 adapters, Ray workers): a spec is a file (``path/env.py[:Class]``), a module
 (``package.module:Class``), a directory holding ``env.py`` (or 0.2.x's
-``main.py``), or the name of an installed env package (its ``benchmax.envs``
-entry point). Env code is loaded from the local file system and installed
-packages only; a spec is never fetched.
+``main.py``), the name of an installed env package (its ``benchmax.envs``
+entry point), or ``http(s)://HOST:PORT``: an env served by ``benchmax serve``,
+driven through a :class:`RemoteEnv` proxy. Env code is loaded from the local
+file system and installed packages only; a spec is never fetched (a served env
+runs on its server).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from benchmax.envs._errors import DatasetError, EnvSpecError
 from benchmax.envs._messages import check_prompt_messages
+from benchmax.envs._remote import is_remote_spec, remote_env_class
 from benchmax.envs._types import DatasetSplit
 from benchmax.envs.base.env import BaseEnv
 from benchmax.envs.dataset import to_example
@@ -86,11 +89,19 @@ class EnvSpec:
                 return point
         return None
 
+    @property
+    def remote(self) -> bool:
+        """Whether the spec names an env served over HTTP (``benchmax serve``)."""
+        return is_remote_spec(self.spec)
+
     def load_class(self) -> type[Environment[Any, Any]]:
+        if self.remote:
+            return remote_env_class(self.spec)
         if _URL.match(self.spec):
             raise EnvSpecError(
                 f"{self.spec}: env code is loaded from local files and installed packages only, never "
-                "fetched; download it, review it, and pass its local path"
+                "fetched; download it, review it, and pass its local path (or serve it there with "
+                "benchmax serve and pass http://HOST:PORT)"
             )
         point = self._entry_point()
         if point is not None:

@@ -9,6 +9,10 @@ from benchmax.rewards._diversity import (
     scale_by_diversity,
 )
 
+# 0.2.5 also exposed these names at this path (imported there); code may import them from it.
+from benchmax.rewards._judge import Judge, JudgeError  # noqa: F401
+from benchmax.rewards._prompts import DEFAULT_DIVERSITY_INSTRUCTIONS, build_diversity_prompt  # noqa: F401
+
 __all__ = [
     "ClusterResult",
     "DiversityConfig",

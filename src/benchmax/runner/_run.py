@@ -31,6 +31,7 @@ from benchmax.envs import (
     Example,
     RolloutRequest,
     SamplingParams,
+    TerminationReason,
     data_directory,
     open_examples,
 )
@@ -341,6 +342,10 @@ async def _schedule(
         # as a failure: the run stops here, whole groups only, and --resume reruns the rest.
         halt(_Stop(reason))
 
+    def env_stop(reason: str) -> None:
+        # The served env went away: the same way out, with the env's server to wait for.
+        halt(_Stop(reason, "Resume it once the env server is back:"))
+
     def halt(why: _Stop) -> None:
         if not stopping:
             stopping.append(why)
@@ -389,6 +394,10 @@ async def _schedule(
                 result = await executor.run_group(requests)
             except EndpointDown as exc:  # raised by a Ray actor whose requests the outage failed
                 watch.stop(str(exc))
+                return
+            down = _env_down(executor, result)
+            if down is not None:  # the env's server went away: nothing it touched is stored as a failure
+                env_stop(down)
                 return
             if stopping:
                 return
@@ -448,6 +457,17 @@ async def _schedule(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return written
+
+
+def _env_down(executor: GroupExecutor, result: GroupResult) -> str | None:
+    """Why the env can run no more rollouts (a served env whose server went away), else ``None``."""
+    env = getattr(executor, "env", None)
+    if isinstance(env, Environment) and env.unavailable is not None:
+        return env.unavailable
+    for outcome in result.outcomes:
+        if outcome.termination_reason == TerminationReason.ENV_UNAVAILABLE:
+            return outcome.error or "the env's server stopped answering"
+    return None
 
 
 def _source_file(env: Environment[Any, Any]) -> str | None:

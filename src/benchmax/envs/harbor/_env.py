@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from benchmax.envs import DatasetSplit, Environment, RolloutOutcome, RolloutRequest
+from benchmax.envs import DatasetSplit, Environment, RolloutOutcome, RolloutRequest, TerminationReason
 from benchmax.envs.harbor._bundled_agent import BundledHarborAgent
 from benchmax.envs.harbor._credentials import SandboxCredentials, sandbox_credentials_scope
 from benchmax.envs.harbor._dataset import HarborDataset, check_eval_ratio
@@ -46,11 +46,11 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MODAL_DEFAULTS = {"app_name": "harbor-benchmax", "sandbox_timeout_secs": 10800, "sandbox_idle_timeout_secs": 1800}
 _REASON_BY_EXCEPTION = {
     "AgentTimeoutError": "harness_timeout",
-    "ContextLengthExceededError": "context_exceeded",
-    "ContextWindowExceededError": "context_exceeded",
-    "NonZeroAgentExitCodeError": "harness_error",
-    "OutputLengthExceededError": "output_exceeded",
-    "SandboxBuildFailedError": "sandbox_error",
+    "ContextLengthExceededError": TerminationReason.CONTEXT_EXCEEDED,
+    "ContextWindowExceededError": TerminationReason.CONTEXT_EXCEEDED,
+    "NonZeroAgentExitCodeError": TerminationReason.HARNESS_ERROR,
+    "OutputLengthExceededError": TerminationReason.OUTPUT_EXCEEDED,
+    "SandboxBuildFailedError": TerminationReason.SANDBOX_ERROR,
     "VerifierTimeoutError": "verifier_timeout",
 }
 _SELF_REPORTED = frozenset({"context_exceeded", "output_exceeded", "max_turns_exceeded", "tool_budget_exceeded"})
@@ -281,7 +281,7 @@ def _settle(result: TrialResult, trial_dir: Path) -> tuple[dict[str, float], str
     failure = result.exception_info
     detail = f"{failure.exception_type}: {failure.exception_message}" if failure is not None else None
     if not rewards:
-        if failure is None and reason == "finished":
+        if failure is None and reason == TerminationReason.FINISHED:
             return {}, "verifier_error", "the verifier returned no rewards"
         return {}, reason, detail or "the verifier returned no rewards"
     if failure is not None:
@@ -302,11 +302,11 @@ def _reason(result: TrialResult) -> str:
             reported = metadata["harvey_metrics"].get("termination_reason")
         if reported in _SELF_REPORTED:
             return str(reported)
-        if reported not in (None, "finished"):
+        if reported not in (None, TerminationReason.FINISHED):
             logger.warning("harbor harness reported an unknown termination reason %r", reported)
     if result.exception_info is None:
-        return "finished"
-    return _REASON_BY_EXCEPTION.get(result.exception_info.exception_type, "harness_error")
+        return TerminationReason.FINISHED
+    return _REASON_BY_EXCEPTION.get(result.exception_info.exception_type, TerminationReason.HARNESS_ERROR)
 
 
 def _partial_credit(trial_dir: Path) -> float | None:
