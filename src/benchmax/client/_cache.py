@@ -298,16 +298,33 @@ class ResponseCache:
             return None
         try:
             conn = self._connection()
-            row = conn.execute("SELECT value, used_at FROM responses WHERE key = ?", (key,)).fetchone()
+            row = conn.execute("SELECT value, used_at, size FROM responses WHERE key = ?", (key,)).fetchone()
             if row is None:
+                return None
+            try:
+                result = decode(row[0])
+            except (ValueError, KeyError, TypeError, zlib.error, orjson.JSONDecodeError) as exc:
+                # A damaged entry is a miss, never a reply: drop it so the model's fresh reply takes its place.
+                self._failure("read", exc)
+                self._drop(conn, key, int(row[2]))
                 return None
             now = time.time()
             if row[1] < now - _TOUCH_SECONDS:
                 conn.execute("UPDATE responses SET used_at = ? WHERE key = ?", (now, key))
-            return decode(row[0])
-        except (sqlite3.Error, CacheError, ValueError, KeyError, TypeError, zlib.error, orjson.JSONDecodeError) as exc:
+            return result
+        except (sqlite3.Error, CacheError) as exc:
             self._failure("read", exc)
             return None
+
+    def _drop(self, conn: sqlite3.Connection, key: str, size: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount:
+                conn.execute("UPDATE info SET value = MAX(CAST(value AS INTEGER) - ?, 0) WHERE name = 'bytes'", (size,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _put(self, key: str, model: str, value: bytes) -> bool:
         if self._failed:

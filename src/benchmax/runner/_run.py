@@ -82,6 +82,9 @@ class _Stop:
     reason: str
     hint: str = "Resume it once the model server is back:"
     resume_options: tuple[str, ...] = ()
+    drain: bool = False
+    """Start no new group but let those in flight finish and be stored (their calls are paid for):
+    ``--max-cost``. Otherwise (an outage) the groups in flight are abandoned at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,18 +350,23 @@ async def _schedule(
         halt(_Stop(reason, "Resume it once the env server is back:"))
 
     def halt(why: _Stop) -> None:
-        if not stopping:
-            stopping.append(why)
-            if main is not None:
-                main.cancel()
+        if any(not item.drain for item in stopping) or (why.drain and stopping):
+            return  # an abandoning stop is final; a draining one is asked for once
+        stopping.append(why)
+        if not why.drain and main is not None:
+            main.cancel()
+
+    def abandoning() -> _Stop | None:
+        return next((item for item in stopping if not item.drain), None)
 
     def check_budget() -> None:
-        # --max-cost spent: the same way out as an outage (whole groups stored, resumable).
+        # --max-cost spent: no group starts after this; those in flight finish and are stored, so
+        # what they spent is not lost (the overshoot is theirs), and --resume runs the rest.
         reason = spend.over_budget()
         if reason is not None and spend.max_cost is not None:
             more = f"{spend.max_cost * 2:g}"
             hint = f"Resume it with a higher --max-cost (the run's total, all sessions), e.g. {more}:"
-            halt(_Stop(reason, hint, ("--max-cost", more)))
+            halt(_Stop(reason, hint, ("--max-cost", more), drain=True))
 
     if spend.max_cost is not None:
         check_budget()  # a resumed run may have spent its budget already
@@ -399,7 +407,7 @@ async def _schedule(
             if down is not None:  # the env's server went away: nothing it touched is stored as a failure
                 env_stop(down)
                 return
-            if stopping:
+            if abandoning() is not None:
                 return
             batch = _batch(key.example_index, per_batch)
             # waits while the store's writer lags: the slot stays taken, so no new group starts
@@ -432,6 +440,9 @@ async def _schedule(
             await slots.acquire()
             if failures:
                 raise failures[0]
+            if stopping:
+                slots.release()
+                break
             task = asyncio.create_task(run_group(key, example))
             tasks.add(task)
             task.add_done_callback(finished)
@@ -439,11 +450,19 @@ async def _schedule(
             await asyncio.wait(set(tasks))
         if failures:
             raise failures[0]
+        if stopping:  # drained: every group started is stored
+            why = stopping[0]
+            reason = spend.over_budget() or why.reason  # the figure after the groups in flight finished
+            raise RunStopped(
+                f"{reason}; the run stopped with every started group finished and stored",
+                hint=why.hint,
+                resume_options=why.resume_options,
+            )
     except asyncio.CancelledError:
-        if stopping:
+        why = abandoning()
+        if why is not None:
             if main is not None:
                 main.uncancel()
-            why = stopping[0]
             raise RunStopped(
                 f"{why.reason}; the run stopped with every finished group stored",
                 hint=why.hint,
