@@ -69,6 +69,7 @@
   const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
   // Dollars: unknown (a model without a price) is never shown as $0.
   const usd = (value) => (value === null || value === undefined ? 'unknown' : value >= 1 ? `$${value.toFixed(2)}` : `$${Number(value.toFixed(6))}`);
+  const calls = (n) => `${fmt(n)} ${n === 1 ? 'call' : 'calls'}`;
   const bytes = (n) => (n > 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n > 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
 
   function badge(text, kind) {
@@ -470,7 +471,7 @@
         if (c.usd === null || c.usd === undefined) role.unknown = true; else role.usd += c.usd;
         hits += c.cache_hits || 0;
       }
-      const parts = Object.keys(roles).sort().map((name) => `${name} ${roles[name].unknown ? 'unknown' : usd(roles[name].usd)} · ${fmt(roles[name].requests)} calls`);
+      const parts = Object.keys(roles).sort().map((name) => `${name} ${roles[name].unknown ? 'unknown' : usd(roles[name].usd)} · ${calls(roles[name].requests)}`);
       if (hits) parts.push(`${fmt(hits)} from the cache`);
       const unpriced = (cost.unpriced || []).length ? `no price for ${cost.unpriced.join(', ')}` : '';
       return statCard('cost', usd(cost.usd), [unpriced, ...parts].filter(Boolean).join(' · '));
@@ -861,8 +862,8 @@
 
   function rolloutCost(cost) {
     if (!cost) return null;
-    const calls = (cost.calls || []).map((c) => `${c.role} ${c.model}: ${fmt(c.requests)} calls${c.cache_hits ? ` + ${fmt(c.cache_hits)} from the cache` : ''}, ${usd(c.usd)}`);
-    return h('p', { class: 'cost' }, h('strong', { text: `cost ${usd(cost.usd)}` }), calls.length ? ` · ${calls.join(' · ')}` : ' · no model calls');
+    const parts = (cost.calls || []).map((c) => `${c.role} ${c.model}: ${calls(c.requests)}${c.cache_hits ? ` + ${fmt(c.cache_hits)} from the cache` : ''}, ${usd(c.usd)}`);
+    return h('p', { class: 'cost' }, h('strong', { text: `cost ${usd(cost.usd)}` }), parts.length ? ` · ${parts.join(' · ')}` : ' · no model calls');
   }
 
   async function rolloutView(r) {
