@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,33 @@ def test_settings_survive_the_runs_metadata_and_bad_ones_are_refused(tmp_path):
         CacheSettings(tmp_path, unseeded="always")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_bytes must be >= 1"):
         CacheSettings(tmp_path, max_bytes=0)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",  # emptied
+        b"\x78\x9c\x0b\xce\xcf\xcf",  # a zlib stream cut short
+        zlib.compress(b'{"message": "not an object", "usage": [1, 2, 3]}'),  # sound bytes, wrong shape
+    ],
+)
+async def test_a_damaged_entry_is_a_logged_miss_and_the_next_reply_takes_its_place(tmp_path, caplog, damage):
+    directory = tmp_path / "cache"
+    cache = ResponseCache(CacheSettings(directory))
+    try:
+        assert await cache.put("k", reply(), model="gpt-4o")
+        conn = sqlite3.connect(directory / CACHE_FILE)
+        conn.execute("UPDATE responses SET value = ? WHERE key = 'k'", (damage,))
+        conn.commit()
+        conn.close()
+
+        assert await cache.get("k") is None, "never a reply made of damaged bytes"
+        assert cache.errors == 1 and "failed to read" in caplog.text
+        assert cache.entries() == (0, 0), "the damaged entry is gone"
+        conn = sqlite3.connect(directory / CACHE_FILE)
+        assert conn.execute("SELECT value FROM info WHERE name = 'bytes'").fetchone() == ("0",), "and its size"
+        conn.close()
+        assert await cache.put("k", reply("fresh"), model="gpt-4o")
+        assert await cache.get("k") == reply("fresh")
+    finally:
+        cache.close()
