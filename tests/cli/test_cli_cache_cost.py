@@ -343,3 +343,31 @@ def test_train_refuses_the_cache_because_a_cached_reply_is_an_old_policys(tmp_pa
     assert result.returncode == 2, result.stdout
     assert "benchmax train never answers from a response cache" in result.stdout
     assert not (tmp_path / "cache").exists()
+
+
+def test_rescore_with_the_evals_cache_asks_no_model_and_keeps_its_own_cost_apart(tmp_path, policy, judge, data):
+    cache = tmp_path / "cache"
+    assert _eval(tmp_path, policy, judge, data, "run", "--cache", cache).returncode == 0
+    sent = (policy.counts["requests"], judge.counts["requests"])
+
+    cached = run_cli("rescore", tmp_path / "run", "--run-dir", tmp_path / "rescored", "--cache", cache,
+                     "--prices", _prices(tmp_path))  # fmt: skip
+
+    assert cached.returncode == 0, cached.stdout
+    assert (policy.counts["requests"], judge.counts["requests"]) == sent, "the judge's replies came from the cache"
+    assert _cell(cached.stdout, "model calls") == "judge 0 sent + 2 from the cache"
+    assert _cell(cached.stdout, "cost") == "$0"
+    queries = RunQueries(tmp_path / "rescored")
+    try:
+        meta = queries.meta()
+    finally:
+        queries.close()
+    assert meta["source_cost"]["usd"] == pytest.approx(2 * (POLICY_ROLLOUT_USD + JUDGE_CALL_USD))
+    assert meta["cost"]["usd"] == 0
+
+    uncached = run_cli("rescore", tmp_path / "run", "--run-dir", tmp_path / "again", "--prices", _prices(tmp_path))
+
+    assert uncached.returncode == 0, uncached.stdout
+    assert judge.counts["requests"] == sent[1] + 2 and policy.counts["requests"] == sent[0]
+    assert _cell(uncached.stdout, "model calls") == "judge 2 sent"
+    assert _cell(uncached.stdout, "cost") == "$0.0022"

@@ -153,12 +153,12 @@ def eval_command(
     """Run ENV against a model; every rollout is stored as it finishes."""
     if max_cost is not None and not max_cost > 0:
         raise typer.BadParameter(f"{max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost")
-    cache_settings = _cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
+    chosen_cache = cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
     if resume is not None:
         config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
         config = replace(
             config,
-            cache=cache_settings if cache is not None else config.cache,
+            cache=chosen_cache if cache is not None else config.cache,
             prices=str(prices) if prices is not None else config.prices,
             max_cost=max_cost if max_cost is not None else config.max_cost,
         )
@@ -206,14 +206,20 @@ def eval_command(
             executor=executor,
             ray_address=ray_address,
             workers=workers,
-            cache=cache_settings,
+            cache=chosen_cache,
             prices=str(prices) if prices is not None else None,
             max_cost=max_cost,
         ).with_run_dir()
     execute(config, resume=resume is not None, progress=progress)
 
 
-def _cache_settings(value: str | None, *, judge: bool, unseeded: str, max_mb: int) -> CacheSettings | None:
+def cache_settings(
+    value: str | None,
+    *,
+    judge: bool = True,
+    unseeded: str = "per-rollout",
+    max_mb: int = DEFAULT_MAX_BYTES // 2**20,
+) -> CacheSettings | None:
     """``--cache DIR`` (``off``, or not given: no cache)."""
     if value is None or value.strip().lower() == "off":
         return None
