@@ -371,3 +371,15 @@ def test_rescore_with_the_evals_cache_asks_no_model_and_keeps_its_own_cost_apart
     assert judge.counts["requests"] == sent[1] + 2 and policy.counts["requests"] == sent[0]
     assert _cell(uncached.stdout, "model calls") == "judge 2 sent"
     assert _cell(uncached.stdout, "cost") == "$0.0022"
+
+
+def test_a_judge_without_a_price_stops_a_budgeted_run_at_its_first_call(tmp_path, policy, judge, data):
+    prices = tmp_path / "only-policy.toml"
+    prices.write_text('[models."scripted"]\nprompt = 1.0\ncompletion = 2.0\n')
+
+    result = _eval(tmp_path, policy, judge, data, "run", "--prices", prices, "--max-cost", "1", "--concurrency", "1")
+
+    assert result.returncode == 1, result.stdout
+    assert "the judge model 'judge' has no price in the price table, so --max-cost $1 cannot be kept" in result.stdout
+    assert judge.counts["requests"] == 1, "the group that made the call finished; no other started"
+    assert _select(tmp_path / "run", "SELECT COUNT(*) FROM rollouts") == [(1,)]
