@@ -14,7 +14,7 @@ def test_version_prints_the_installed_version():
 
 
 def test_every_command_names_its_arguments_in_capitals_with_help_for_every_option():
-    for command in ("eval", "validate", "train", "export", "rescore", "diff", "inspect", "init"):
+    for command in ("eval", "validate", "train", "export", "rescore", "diff", "inspect", "init", "list"):
         result = run_cli(command, "--help")
         assert result.returncode == 0, result.stdout
         usage = next(line for line in result.stdout.splitlines() if "Usage:" in line)

@@ -83,6 +83,9 @@ def test_rescore_after_a_reward_change_then_diff_shows_the_deltas(stored, tmp_pa
         [right, "correct", "1.0000", "2.0000", "+1.0000"],
     ]
     assert "examples with the largest changes (2 changed)" in diffed.stdout
+    assert "warning: env code differs: A " in diffed.stdout and "changed: env.py" in diffed.stdout
+    assert "reward deltas below may come from these changes" in diffed.stdout
+    assert "data differs" not in diffed.stdout, "rescoring reads the source run's transcripts, not new data"
 
 
 def test_rescore_and_diff_of_a_missing_run_say_so(tmp_path):
@@ -92,3 +95,34 @@ def test_rescore_and_diff_of_a_missing_run_say_so(tmp_path):
     assert (rescored.returncode, diffed.returncode) == (2, 2)
     assert f"no benchmax run at {tmp_path / 'nothing'}" in rescored.stdout
     assert f"no benchmax run at {tmp_path / 'nothing'}" in diffed.stdout
+
+
+async def test_diff_warns_when_two_runs_read_different_data_and_not_when_nothing_changed(stored, tmp_path, server):
+    write_split(tmp_path / "data", [*ROWS, row("5", "another")])
+    config = RunConfig(
+        env=f"{tmp_path / 'env.py'}:ScoredEnv", data_dir=tmp_path / "data", base_url=server.base_url,
+        model="scripted", run_dir=tmp_path / "more-data",
+    )  # fmt: skip
+    await arun(config)
+
+    changed = run_cli("diff", stored, tmp_path / "more-data")
+    same = run_cli("diff", stored, stored)
+
+    assert changed.returncode == 0, changed.stdout
+    assert "warning: data differs: A " in changed.stdout and "changed: eval.jsonl" in changed.stdout
+    assert "env code differs" not in changed.stdout
+    assert same.returncode == 0, same.stdout
+    assert "warning" not in same.stdout
+
+
+def test_rescore_shows_the_new_runs_provenance_with_the_source_runs_data(stored, tmp_path):
+    rescored = run_cli("rescore", stored, "--run-dir", tmp_path / "rescored")
+
+    assert rescored.returncode == 0, rescored.stdout
+    [code] = [line for line in rescored.stdout.splitlines() if line.strip("│ ").startswith("code ")]
+    [data] = [line for line in rescored.stdout.splitlines() if line.strip("│ ").startswith("data ")]
+    with open_run(tmp_path / "rescored") as run:
+        provenance = run.meta["provenance"]
+    assert provenance["code"]["sha256"][:12] in code
+    assert provenance["data"]["files"][0]["sha256"][:12] in data and "eval.jsonl" in data
+    assert set(provenance["inherited"]) == {"data", "model", "endpoint", "sampling"}

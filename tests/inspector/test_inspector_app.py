@@ -139,6 +139,7 @@ def test_compare_gives_per_component_and_per_example_deltas(client: TestClient) 
     top = result["examples"]["rows"][0]
     assert top["delta"] == pytest.approx(1.0) and top["pass_delta"] == pytest.approx(1.0)
     assert client.get("/api/compare", params={"changed": 1, "a": "a", "b": "b"}).json()["examples"]["total"] == 1
+    assert [change for change in result["provenance"] if change["warning"]] == [], "a and b share code and data"
 
 
 def test_unknown_runs_and_path_tricks_are_not_found(client: TestClient) -> None:

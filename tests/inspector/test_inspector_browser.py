@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -136,6 +137,25 @@ def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server,
     page.wait_for_selector("body[data-ready=group]")
     assert page.locator("article.sibling").count() == 3
     assert "advantage" in page.locator("article.sibling").first.inner_text().lower()
+    assert not page.errors
+
+
+def test_run_page_shows_the_runs_provenance(page: object, server: _Server, runs_dir: Path) -> None:
+    from benchmax.store import Run
+
+    with Run(runs_dir / "a") as run:
+        provenance = run.meta["provenance"]
+    _open(page, server.base + "/runs/a", "run")
+    panel = page.locator("details.provenance")
+    expect(panel).to_have_count(1)
+    assert f"code {provenance['code']['sha256'][:12]}" in panel.locator("summary").inner_text()
+    panel.locator("summary").click()
+    terms = panel.locator("dt").all_text_contents()
+    values = dict(zip(terms, panel.locator("dd").all_text_contents(), strict=True))
+    assert terms[:6] == ["env", "code", "data", "model", "sampling", "benchmax"]
+    assert values["env"] == provenance["env"]["path"]
+    assert values["model"] == f"scripted at {provenance['endpoint']}"
+    assert values["benchmax"].startswith(provenance["benchmax"])
     assert not page.errors
 
 
@@ -292,3 +312,49 @@ def test_the_static_export_answers_every_table_query_as_the_server_does(
         assert exported == served == answered, query
         may_be_empty = ({"tab": "rollouts", "reason": "model_error"}, {"tab": "groups", "no_signal": "1"})
         assert served or query in may_be_empty, query
+
+
+QUIZ_ENV = """
+from benchmax.envs import BaseEnv, JsonlDataset
+
+
+class QuizEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(base_dir / "eval.jsonl", max_examples=max_examples)
+
+    async def compute_reward(self, rollout):
+        return {"correct": WEIGHT * float(rollout.messages[-1].get("content") == "paris")}
+"""
+
+
+def test_compare_warns_when_the_runs_differ_in_env_code(page: object, tmp_path: Path) -> None:
+    import benchmax
+    from benchmax.testing import ScriptedServer
+
+    env_dir, root = tmp_path / "env", tmp_path / "runs"
+    env_dir.mkdir()
+    (env_dir / "eval.jsonl").write_text('{"prompt_messages": [{"role": "user", "content": "capital of France?"}]}\n')
+
+    def evaluate_twice() -> None:  # in its own thread: Playwright's sync API holds this one's event loop
+        with ScriptedServer(policy=lambda body: {"content": "paris"}) as model:
+            for name, weight in (("before", 1.0), ("after", 2.0)):
+                (env_dir / "env.py").write_text(f"WEIGHT = {weight}\n" + QUIZ_ENV)
+                benchmax.evaluate(str(env_dir / "env.py"), base_url=model.base_url, model="scripted",
+                                  run_dir=root / name)  # fmt: skip
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(evaluate_twice).result(timeout=120)
+    inspector = _Server(root)
+    try:
+        _open(page, f"{inspector.base}/compare?a=before&b=after", "compare")
+        note = page.locator(".provenance-warning")
+        expect(note).to_have_count(1)
+        assert "differ in env code or data" in note.inner_text()
+        assert "env code differs" in note.locator("li").first.inner_text()
+        _open(page, f"{inspector.base}/compare?a=before&b=before", "compare")
+        expect(page.locator(".provenance-warning")).to_have_count(0)
+    finally:
+        inspector.stop()
+    assert not page.errors

@@ -201,6 +201,7 @@ def test_two_replicas_one_killed_mid_run_the_run_finishes_on_the_other(tmp_path,
         assert run.meta["config"]["base_url"] == [dying.base_url, staying.base_url]
         (outage,) = run.meta["outages"]
     assert outage["endpoint"] == dying.base_url and outage["held"] == 0, "nothing waited: the other replica served"
+    assert 0 <= outage["rerouted"] <= sum(rerouted), "the outage keeps the requests its replica lost to the other"
 
 
 def test_a_run_on_two_replicas_resumes_on_both(tmp_path, dataset):

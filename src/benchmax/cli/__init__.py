@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from benchmax import __version__
-from benchmax.cli._env import init_command, validate_command
+from benchmax.cli._env import init_command, list_command, validate_command
 from benchmax.cli._eval import eval_command
 from benchmax.cli._runs import diff_command, export_command, rescore_command
 
@@ -42,6 +42,7 @@ def _root(
 app.command("eval")(eval_command)
 app.command("validate")(validate_command)
 app.command("init")(init_command)
+app.command("list")(list_command)
 app.command("export")(export_command)
 app.command("rescore")(rescore_command)
 app.command("diff")(diff_command)

@@ -1,19 +1,21 @@
-"""``benchmax validate`` and ``benchmax init``: checking an env, and starting a new one."""
+"""``benchmax validate``, ``init`` and ``list``: checking an env, starting a new one, and the installed ones."""
 
 from __future__ import annotations
 
 import asyncio
-import re
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from benchmax.cli._options import DataDir, EnvArgs, EnvArgument, parse_env_args
-from benchmax.cli._output import error_line
-from benchmax.envs import EnvSpec
+from benchmax.cli._output import command_line, error_line
+from benchmax.cli._scaffold import Names, write_directory, write_package
+from benchmax.envs import EnvSpec, installed_envs
 from benchmax.runner import validate_env
 
 console = Console()
@@ -54,86 +56,73 @@ def validate_command(
     console.print("[bold green]valid[/]")
 
 
-_ENV_TEMPLATE = '''"""{title}: a benchmax environment."""
-
-from pathlib import Path
-
-from benchmax.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
-from benchmax.rewards import extract_completion_text
-
-
-class {cls}(BaseEnv):
-    max_turns = 1
-
-    async def create_dataset(
-        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
-    ) -> JsonlDataset:
-        return JsonlDataset(base_dir / f"{{split}}.jsonl", max_examples=max_examples)
-
-    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        answer = extract_completion_text(rollout.messages).strip().lower()
-        return {{"correct": float(answer == str(rollout.example_args["answer"]).lower())}}
-'''
-
-_TEST_TEMPLATE = '''"""Runs {cls} end to end against benchmax's scripted model server."""
-
-import json
-from pathlib import Path
-
-import benchmax
-from benchmax.testing import ScriptedServer
-
-HERE = Path(__file__).parent
-
-
-def test_a_right_answer_scores_one(tmp_path):
-    with ScriptedServer(policy=lambda body: {{"content": "paris"}}) as server:
-        result = benchmax.evaluate(
-            str(HERE / "env.py"), base_url=server.base_url, model="scripted", run_dir=tmp_path / "run"
-        )
-    rows = [json.loads(line) for line in (HERE / "eval.jsonl").read_text().splitlines() if line.strip()]
-    expected = sum(row["answer"] == "paris" for row in rows) / len(rows)
-    assert result.stats.components["correct"].mean == expected
-'''
-
-_ROWS = {
-    "train": [
-        ("What is the capital of France? Answer in one word.", "paris"),
-        ("What is the capital of Italy? Answer in one word.", "rome"),
-        ("What is the capital of Spain? Answer in one word.", "madrid"),
-    ],
-    "eval": [
-        ("What is the capital of France? Answer in one word.", "paris"),
-        ("What is the capital of Japan? Answer in one word.", "tokyo"),
-    ],
-}
-
-
 def init_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Directory (and env name) to create.")],
+    package: Annotated[
+        bool,
+        typer.Option(
+            "--package",
+            help="An installable package (pyproject.toml with a benchmax.envs entry point, src/, tests/): "
+            "pip install -e NAME, then run it by name.",
+        ),
+    ] = False,
 ) -> None:
-    """Scaffold a new env: env.py in the seed's shape, a tiny dataset, a test."""
+    """Scaffold a new env: env.py in the seed's shape, a tiny dataset, a test (or, with --package, a package)."""
     target = Path(name)
     if target.exists() and any(target.iterdir()):
         console.print(f"[red]error[/] {target} exists and is not empty; pick a new name")
         raise typer.Exit(1)
-    stem = re.sub(r"[^0-9a-zA-Z]+", " ", target.name).title().replace(" ", "") or "My"
-    cls = f"{stem}Env" if not stem[0].isdigit() else f"Env{stem}"
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "env.py").write_text(_ENV_TEMPLATE.format(title=target.name, cls=cls))
-    (target / "test_env.py").write_text(_TEST_TEMPLATE.format(cls=cls))
-    import json
+    names = Names.of(target)
+    if package:
+        written = write_package(names)
+        console.print(f"created {target}/ with {', '.join(written)}", highlight=False)
+        console.print(
+            f"next: {command_line('pip', 'install', '-e', target)} && "
+            f"{command_line('benchmax', 'validate', names.name)}",
+            highlight=False,
+            markup=False,
+        )
+        return
+    written = write_directory(names)
+    console.print(f"created {target}/ with {', '.join(written)}", highlight=False)
+    console.print(f"next: benchmax validate {target}", highlight=False)
 
-    for split, rows in _ROWS.items():
-        lines = [
-            json.dumps({"prompt_messages": [{"role": "user", "content": question}], "answer": answer})
-            for question, answer in rows
-        ]
-        (target / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-    (target / "README.md").write_text(
-        f"# {target.name}\n\nA benchmax environment (`{cls}` in `env.py`).\n\n"
-        f"    benchmax validate {target}\n    benchmax eval {target} --max-examples 2\n"
-        f"    pytest {target}\n"
-    )
-    console.print(f"created {target}/ with env.py, train.jsonl, eval.jsonl, test_env.py, README.md")
-    console.print(f"next: benchmax validate {target}")
+
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per env, for scripts.")] = False,
+) -> None:
+    """List installed env packages (their benchmax.envs entry points): name, version, description.
+
+    Reads package metadata and each env's source file without importing it, so a
+    broken env still shows; benchmax validate NAME imports and checks one.
+    """
+    envs = installed_envs()
+    twice = {env.name for env in envs if sum(other.name == env.name for other in envs) > 1}
+    if as_json:
+        for env in envs:
+            record = {
+                "name": env.name,
+                "version": env.version,
+                "distribution": env.distribution,
+                "entry_point": env.value,
+                "description": env.description(),
+                "duplicate": env.name in twice,
+            }
+            typer.echo(json.dumps(record))
+        return
+    if not envs:
+        console.print(
+            "no env packages are installed; make one with: benchmax init NAME --package, then pip install -e NAME",
+            highlight=False,
+        )
+        return
+    table = Table(title="installed envs", title_justify="left")
+    for column in ("name", "version", "distribution", "description"):
+        table.add_column(column)
+    for env in envs:
+        note = " [yellow](declared by more than one distribution: keep one)[/]" if env.name in twice else ""
+        table.add_row(
+            escape(env.name), escape(env.version or "?"), escape(env.distribution or "?"),
+            escape(env.description()) + note,
+        )  # fmt: skip
+    console.print(table)

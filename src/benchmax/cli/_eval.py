@@ -260,7 +260,7 @@ def _resume_config(
 
 def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     from benchmax.cli._progress import LiveProgress, install_log_handler
-    from benchmax.cli._summary import render_summary, render_verdict
+    from benchmax.cli._summary import render_provenance, render_summary, render_verdict
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     assert config.run_dir is not None
@@ -307,6 +307,8 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     render_summary(
         console, result.stats, client_stats=result.client_stats, outages=result.outages, cost=result.cost
     )
+    with Run(result.run_dir) as run:
+        render_provenance(console, run.meta.get("provenance"))
     console.print(
         f"stored in {result.run_dir}; browse it with: {command_line('benchmax', 'inspect', result.run_dir)}",
         soft_wrap=True,

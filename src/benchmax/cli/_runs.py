@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from benchmax.cli._output import command_line, error_line
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
-from benchmax.store import Run, diff_runs, export_run
+from benchmax.store import Run, diff_runs, export_run, provenance_changes
 
 console = Console()
 
@@ -70,7 +71,7 @@ def rescore_command(
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
     from benchmax.cli._eval import cache_settings
-    from benchmax.cli._summary import render_summary
+    from benchmax.cli._summary import render_provenance, render_summary
 
     _open(run_dir).close()
     settings = cache_settings(cache)
@@ -91,6 +92,7 @@ def rescore_command(
         raise typer.Exit(2) from None
     with Run(target) as run:
         render_summary(console, run.stats(), cost=run.meta.get("cost"))
+        render_provenance(console, run.meta.get("provenance"))
     console.print(
         f"rescored run stored in {target}; compare with: {command_line('benchmax', 'diff', run_dir, target)}",
         soft_wrap=True,
@@ -107,6 +109,12 @@ def diff_command(
     """Per-component and per-example reward deltas, B minus A."""
     with _open(run_a) as a, _open(run_b) as b:
         result = diff_runs(a, b)
+        changes = provenance_changes(a.meta.get("provenance"), b.meta.get("provenance"))
+    for change in changes:
+        label = "[yellow]warning:[/] " if change.warning else "note: "
+        console.print(f"{label}{escape(change.text)}", soft_wrap=True, highlight=False)
+    if any(change.warning for change in changes):
+        console.print("  reward deltas below may come from these changes, not only from the model", highlight=False)
     table = Table(title="components (B - A)", title_justify="left")
     for column in ("component", "A", "B", "delta"):
         table.add_column(column, justify="left" if column == "component" else "right")

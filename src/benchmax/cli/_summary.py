@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -165,6 +166,75 @@ def render_verdict(console: Console, verdict: RunVerdict) -> None:
             soft_wrap=True,
             highlight=False,
         )
+
+
+def render_provenance(console: Console, provenance: Mapping[str, Any] | None) -> None:
+    """One compact block: which env code and data, which benchmax, model and sampling made the run."""
+    if not provenance:
+        return
+    block = Table(title="provenance", title_justify="left", show_header=False)
+    block.add_column("what")
+    block.add_column("value", overflow="fold")
+    for name, value in provenance_lines(provenance):
+        block.add_row(name, escape(value))
+    console.print(block)
+
+
+def provenance_lines(provenance: Mapping[str, Any]) -> list[tuple[str, str]]:
+    env = provenance.get("env") or {}
+    if env.get("kind") == "package":
+        who = f"{env.get('name')} {env.get('version')} (package {env.get('distribution')}, {env.get('entry_point')})"
+    else:
+        who = str(env.get("path") or env.get("class") or env.get("spec") or "?")
+    code = provenance.get("code") or {}
+    git = provenance.get("git")
+    if git:
+        state = "dirty" if git.get("dirty") else "clean" if git.get("dirty") is False else "state unknown"
+        where = f"git {str(git.get('commit') or 'no commit')[:10]} ({state})"
+    else:
+        where = "not in git"
+    more = ", truncated" if code.get("truncated") else ""
+    counted = f"{code.get('files', 0)} files, {_size(code.get('bytes'))}{more}"
+    lines = [
+        ("env", who),
+        ("code", f"{_digest(code.get('sha256'))} ({counted}) · {where}"),
+        ("data", _data_line(provenance.get("data"))),
+    ]
+    model = provenance.get("model") or "?"
+    endpoint = provenance.get("endpoint")
+    endpoints = ", ".join(endpoint) if isinstance(endpoint, list) else str(endpoint or "?")
+    sampling = provenance.get("sampling") or {}
+    knobs = " ".join(f"{key}={value}" for key, value in sampling.items()) or "server defaults"
+    lines.append(("model", f"{model} at {endpoints} · {knobs}"))
+    lines.append(("benchmax", f"{provenance.get('benchmax')} (python {provenance.get('python')})"))
+    return lines
+
+
+def _data_line(data: Mapping[str, Any] | None) -> str:
+    if not data:
+        return "not recorded"
+    origin = data.get("origin")
+    hub = f"hub {origin['hub']}@{origin.get('revision') or 'default'} · " if origin and origin.get("hub") else ""
+    files = data.get("files") or []
+    if not files:
+        return f"{hub}{data.get('source', '?')}, no local files"
+    if len(files) == 1 and data.get("count") == 1:
+        entry = files[0]
+        return f"{hub}{_digest(entry.get('sha256'))} {Path(str(entry.get('path'))).name} ({_size(entry.get('size'))})"
+    return f"{hub}{_digest(data.get('sha256'))} ({data.get('count')} files, {_size(data.get('bytes'))})"
+
+
+def _digest(value: object) -> str:
+    return str(value)[:12] if value else "none"
+
+
+def _size(value: object) -> str:
+    size = float(value or 0)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
 
 
 def _one_line(text: str, limit: int = 400) -> str:

@@ -9,8 +9,8 @@ benchmax shares: termination reasons, message text, records, the env loader.
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
 from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
+from benchmax.envs._hf import HFDataset
 from benchmax.envs._loading import (
-    ENTRY_POINT_GROUP,
     EnvSpec,
     ExampleStream,
     collect_examples,
@@ -28,6 +28,7 @@ from benchmax.envs._messages import (
     tool_error_ids,
     tool_message,
 )
+from benchmax.envs._packages import ENTRY_POINT_GROUP, InstalledEnv, installed_envs
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
 from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
 from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
@@ -72,7 +73,9 @@ __all__ = [
     "Environment",
     "Example",
     "ExampleStream",
+    "HFDataset",
     "InjectedAuth",
+    "InstalledEnv",
     "JsonRow",
     "JsonlDataset",
     "ListDataset",
@@ -108,6 +111,7 @@ __all__ = [
     "data_directory",
     "example_location",
     "implements",
+    "installed_envs",
     "is_remote_spec",
     "is_scorable",
     "is_scored",

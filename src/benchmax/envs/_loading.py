@@ -13,7 +13,6 @@ runs on its server).
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
 import re
@@ -27,6 +26,7 @@ from typing import Any
 
 from benchmax.envs._errors import DatasetError, EnvSpecError
 from benchmax.envs._messages import check_prompt_messages
+from benchmax.envs._packages import InstalledEnv, find_installed, installed_envs
 from benchmax.envs._remote import is_remote_spec, remote_env_class
 from benchmax.envs._types import DatasetSplit
 from benchmax.envs.base.env import BaseEnv
@@ -34,20 +34,25 @@ from benchmax.envs.dataset import to_example
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example
 
-ENTRY_POINT_GROUP = "benchmax.envs"
-"""Installed env packages declare themselves here: ``name = "package.module:EnvClass"``."""
 ENV_FILES = ("env.py", "main.py")
 """What a directory spec loads, in this order (``main.py``: 0.2.x's examples)."""
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?(@[A-Za-z0-9_.+-]+)?$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?(@[A-Za-z0-9_.+!-]+)?$")
 _modules_lock = threading.Lock()
 _module_names: dict[Path, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class EnvSpec:
-    """What names an env, and the keyword arguments its class is constructed with."""
+    """What names an env, and the keyword arguments its class is constructed with.
+
+    An installed env's name (``NAME`` or ``NAME@VERSION``) wins over a directory
+    of that name that holds no env file; a directory that does hold one and an
+    installed env of the same name are ambiguous unless they are the same code
+    (an editable install run from its own directory): write ``./NAME`` for the
+    directory, ``package.module:Class`` for the installed one.
+    """
 
     spec: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -55,15 +60,44 @@ class EnvSpec:
     @property
     def directory(self) -> Path | None:
         """The env's own directory: the default ``base_dir`` for its data files."""
+        installed = self.installed()
+        if installed is not None:
+            origin = installed.source_file()
+            return origin.parent.resolve() if origin is not None else None
         target = self._file()
         if target is not None:
             return target.parent.resolve()
-        point = self._entry_point()
-        if point is not None:
-            module = importlib.util.find_spec(point.module)
-            if module is not None and module.origin:
-                return Path(module.origin).parent.resolve()
         return None
+
+    def installed(self) -> InstalledEnv | None:
+        """The installed env package this spec names, or ``None`` (a file, directory or module)."""
+        name, version = self._name()
+        if name is None:
+            return None
+        env = find_installed(name)
+        if env is None:
+            return None
+        local = self._local_env_file()
+        if local is not None:
+            origin = env.source_file()
+            if origin is None or origin.parent.resolve() != local.parent.resolve():
+                raise EnvSpecError(
+                    f"{self.spec!r} names both the directory {local.parent}/ (it holds {local.name}) and "
+                    f"{env.label}; write ./{self.spec} for the directory or {env.value} for the installed env"
+                )
+        if version is not None and env.version != version:
+            raise EnvSpecError(
+                f"{env.label} is version {env.version}, not {version}; install that version "
+                f"(pip install '{env.distribution}=={version}') or drop @{version}"
+            )
+        return env
+
+    def _name(self) -> tuple[str | None, str | None]:
+        """``(name, version)`` when the spec could be an installed env's name."""
+        if self._has_class() or self.spec.endswith(".py") or not _NAME.match(self.spec):
+            return None, None
+        name, _, version = self.spec.partition("@")
+        return name, version or None
 
     def _has_class(self) -> bool:
         head, sep, tail = self.spec.rpartition(":")
@@ -80,14 +114,10 @@ class EnvSpec:
             return path
         return None
 
-    def _entry_point(self) -> importlib.metadata.EntryPoint | None:
-        if self._has_class() or self._file() is not None or not _NAME.match(self.spec):
-            return None
-        name = self.spec.split("@", 1)[0]
-        for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if point.name == name:
-                return point
-        return None
+    def _local_env_file(self) -> Path | None:
+        """The env file of a directory spec, when the directory holds one."""
+        file = self._file()
+        return file if file is not None and file.is_file() and Path(self.spec).is_dir() else None
 
     @property
     def remote(self) -> bool:
@@ -103,9 +133,9 @@ class EnvSpec:
                 "fetched; download it, review it, and pass its local path (or serve it there with "
                 "benchmax serve and pass http://HOST:PORT)"
             )
-        point = self._entry_point()
-        if point is not None:
-            return _environment_class(point.load(), f"the installed env {point.name!r} ({point.value})")
+        installed = self.installed()
+        if installed is not None:
+            return _environment_class(installed.load(), installed.label)
         class_name = self.spec.rpartition(":")[2] if self._has_class() else None
         file = self._file()
         if file is not None:
@@ -115,10 +145,7 @@ class EnvSpec:
             try:
                 module = importlib.import_module(module_name)
             except ImportError as exc:
-                raise EnvSpecError(
-                    f"cannot import {module_name!r} ({exc}); give path/to/file.py[:Class], a directory "
-                    "holding env.py, package.module:Class, or the name of an installed env (benchmax list)"
-                ) from exc
+                raise EnvSpecError(self._not_found(module_name, exc)) from exc
         if class_name is not None:
             return _environment_class(getattr(module, class_name, None), f"{module.__name__}:{class_name}")
         candidates = [
@@ -135,6 +162,20 @@ class EnvSpec:
                 f"{self.spec}: expected exactly one environment class, found {names}; name it as FILE:Class"
             )
         return candidates[0]
+
+    def _not_found(self, module_name: str, exc: ImportError) -> str:
+        forms = (
+            "give path/to/file.py[:Class], a directory holding env.py, package.module:Class, "
+            "or the name of an installed env"
+        )
+        if self._name()[0] is None:
+            return f"cannot import {module_name!r} ({exc}); {forms} (benchmax list)"
+        names = sorted({env.name for env in installed_envs()})
+        known = f"installed envs: {', '.join(names)}" if names else "no env package is installed"
+        return (
+            f"{self.spec!r} is no installed env, directory or importable module ({known}); "
+            f"{forms}; install an env package with pip install -e PATH"
+        )
 
     def load(self) -> Environment[Any, Any]:
         cls = self.load_class()
@@ -205,6 +246,11 @@ class ExampleStream:
         self._prompts = prompts
         self._limit = limit
 
+    @property
+    def dataset(self) -> Any:
+        """What ``create_dataset`` returned (a run's provenance hashes its files)."""
+        return self._source
+
     def __iter__(self) -> Iterator[Example[Any]]:
         for index, item in enumerate(self._dataset):
             if self._limit is not None and index >= self._limit:
@@ -232,7 +278,13 @@ async def open_dataset(
 
 
 def example_location(dataset: object, owner: str, index: int) -> str:
-    """``file:line`` for an example read from a file, else the dataset's name and the index."""
+    """``file:line`` (or ``file row N``) for an example read from a file, else the dataset's name and the index."""
+    location_of = getattr(dataset, "location_of", None)
+    if callable(location_of):
+        try:
+            return str(location_of(index))
+        except (IndexError, TypeError, ValueError):
+            pass
     line_of = getattr(dataset, "line_of", None)
     path = getattr(dataset, "path", None)
     if line_of is not None and path is not None:
@@ -255,6 +307,7 @@ def _environment_class(value: object, where: str) -> type[Environment[Any, Any]]
     if inspect.isclass(value) and issubclass(value, Environment):
         return value
     raise EnvSpecError(f"{where} is not an environment class (a subclass of benchmax.envs.BaseEnv or Environment)")
+
 
 
 def module_name_for(file: Path) -> str:

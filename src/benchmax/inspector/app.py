@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from benchmax.inspector import shell
 from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state
 from benchmax.inspector.security import AccessGuard
-from benchmax.store import QUERY_SPEC, RolloutFilter, RunQueries, compare
+from benchmax.store import QUERY_SPEC, RolloutFilter, RunQueries, compare, provenance_changes
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -148,7 +148,9 @@ class _Api:
         key = (a, b, tuple(sorted(options.items())), left.stamp(), right.stamp())
         result = self._compared.get(key)
         if result is None:
-            result = {**compare(left, right, **options), "a": a, "b": b}
+            changes = provenance_changes(left.meta().get("provenance"), right.meta().get("provenance"))
+            provenance = [{"aspect": c.aspect, "warning": c.warning, "text": c.text} for c in changes]
+            result = {**compare(left, right, **options), "a": a, "b": b, "provenance": redact(provenance)}
             self._compared[key] = result
             while len(self._compared) > 32:
                 self._compared.popitem(last=False)

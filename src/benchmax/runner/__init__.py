@@ -7,6 +7,7 @@ behind the exit code; executors run the groups here or on Ray actors.
 from benchmax.runner._config import DEFAULT_MAX_FAILURE_RATE, EMBEDDED, EXECUTORS, RunConfig, default_run_dir
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, failed_group
+from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
 from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
@@ -28,6 +29,7 @@ __all__ = [
     "RunConfig",
     "RunKind",
     "RunObserver",
+    "RunOrigin",
     "RunResult",
     "RunSession",
     "RunStopped",
@@ -40,6 +42,7 @@ __all__ = [
     "group_keys",
     "judge_run",
     "model_endpoint",
+    "run_provenance",
     "sampling_for",
     "validate_env",
 ]

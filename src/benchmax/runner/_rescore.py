@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,8 @@ from benchmax.envs import (
     TerminationReason,
     TurnRecord,
 )
-from benchmax.runner._config import RunConfig
+from benchmax.runner._config import EMBEDDED, RunConfig
+from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
 from benchmax.store import RolloutScore, Run, ScoredGroup, decode_transcript
 
@@ -57,6 +59,8 @@ _NOT_INHERITED = (
     "active_seconds",
     "outages",
     "cost",
+    "provenance",
+    "provenance_resumes",
 )
 """Source metadata that describes the source's own run, not the rescored one."""
 
@@ -96,10 +100,12 @@ async def arescore(
     )
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
+    origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
     try:
         if workers > 1:
             await scorer.aclose()  # each worker loads its own
-        session = RunSession.create(
+        create = partial(
+            RunSession.create,
             target,
             kind="rescore",
             meta={
@@ -109,7 +115,9 @@ async def arescore(
                 "source_created_at": meta.get("created_at"),
                 "source_cost": meta.get("cost"),
             },
+            origin=origin,
         )
+        session = await asyncio.to_thread(create)
         spent: list[tuple[CallFigures, ...]] = []
         async with session.running():
             try:
@@ -131,6 +139,20 @@ async def arescore(
     finally:
         await scorer.aclose()
     return target
+
+
+def _source_provenance(meta: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """What made the source's transcripts: its provenance, or (a run from before provenance) its config."""
+    recorded = meta.get("provenance")
+    if recorded:
+        return dict(recorded)
+    base_url = meta.get("base_url") or config.base_url
+    return {
+        "data": None,
+        "model": meta.get("model") or config.model,
+        "endpoint": EMBEDDED if base_url == EMBEDDED else base_url,
+        "sampling": None,
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ from benchmax.errors import BenchmaxError
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
+from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
@@ -150,11 +152,23 @@ async def arun(
                     f"({', '.join(prices.sources)}) does not list; add it to a price file and give it with "
                     "--prices FILE (see docs/cost-and-cache.md)"
                 )
-            session = (
-                RunSession.resume(run_dir)
+            origin = RunOrigin(
+                env=env,
+                spec=spec if owned else None,
+                dataset=examples.dataset,
+                model=endpoint.model,
+                endpoint=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
+                sampling=config.sampling,
+            )
+            session = await asyncio.to_thread(
+                partial(RunSession.resume, run_dir, origin=origin)
                 if resume
-                else RunSession.create(
-                    run_dir, kind="eval", meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold}
+                else partial(
+                    RunSession.create,
+                    run_dir,
+                    kind="eval",
+                    meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold},
+                    origin=origin,
                 )
             )
             try:  # one pass over the dataset stores (or checks) it and finds what is left to run

@@ -10,6 +10,7 @@ cancellation, ``failed`` with the error otherwise).
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -22,7 +23,19 @@ from benchmax import __version__
 from benchmax.client import CallLog, Outage, total_usd
 from benchmax.engine import GroupResult
 from benchmax.envs import Example
-from benchmax.store import DB_NAME, GroupWrite, RolloutCost, RunStatus, RunWriter, ScoredGroup, StoreError
+from benchmax.runner._provenance import RunOrigin, run_provenance
+from benchmax.store import (
+    DB_NAME,
+    GroupWrite,
+    RolloutCost,
+    RunStatus,
+    RunWriter,
+    ScoredGroup,
+    StoreError,
+    provenance_changes,
+)
+
+logger = logging.getLogger("benchmax.runner")
 
 RunKind = Literal["eval", "rescore", "train"]
 
@@ -78,8 +91,13 @@ class RunSession:
         self._closed = False
 
     @classmethod
-    def create(cls, run_dir: str | Path, *, kind: RunKind, meta: Mapping[str, Any]) -> RunSession:
-        """A new run in ``run_dir``; refuses a directory that holds a run already."""
+    def create(
+        cls, run_dir: str | Path, *, kind: RunKind, meta: Mapping[str, Any], origin: RunOrigin | None = None
+    ) -> RunSession:
+        """A new run in ``run_dir``, its provenance recorded from ``origin``; refuses a directory
+        that holds a run already. Hashes the env's files (cached): call it off the event loop."""
+        RunWriter.check_new(run_dir)
+        provenance = cls._provenance(origin)
         now = time.time()
         writer = RunWriter.create(
             run_dir,
@@ -91,13 +109,42 @@ class RunSession:
                 "active_seconds": 0.0,
                 "versions": {"benchmax": __version__, "python": sys.version.split()[0]},
                 **meta,
+                "provenance": provenance,
             },
         )
         return cls(writer, resumed=False)
 
     @classmethod
-    def resume(cls, run_dir: str | Path) -> RunSession:
-        return cls(RunWriter.resume(run_dir), resumed=True)
+    def resume(cls, run_dir: str | Path, *, origin: RunOrigin | None = None) -> RunSession:
+        """The run kept in ``run_dir``, continued; with ``origin``, a change of env code or data
+        since it started is logged and kept in ``provenance_resumes``."""
+        session = cls(RunWriter.resume(run_dir), resumed=True)
+        if origin is not None:
+            try:
+                session._note_resumed(cls._provenance(origin))
+            except BaseException:
+                session.close()
+                raise
+        return session
+
+    @staticmethod
+    def _provenance(origin: RunOrigin | None) -> dict[str, Any]:
+        """The one place a run's provenance is made, for eval, rescore and training alike."""
+        return run_provenance(origin or RunOrigin())
+
+    def _note_resumed(self, provenance: dict[str, Any]) -> None:
+        stored = self.writer.meta().get("provenance")
+        if not stored:
+            self.writer.set_meta(provenance={**provenance, "recorded_on_resume": True})
+            return
+        changes = [change.text for change in provenance_changes(stored, provenance) if change.warning]
+        if not changes:
+            return
+        for change in changes:
+            logger.warning("resuming %s: %s since the run started", self.run_dir, change)
+        resumes = list(self.writer.meta().get("provenance_resumes") or [])
+        resumes.append({"at": time.time(), "changes": changes, "provenance": provenance})
+        self.writer.set_meta(provenance_resumes=resumes)
 
     @staticmethod
     def check_new(run_dir: str | Path) -> None:
@@ -199,6 +246,8 @@ class RunSession:
             "cause": outage.cause,
             "held": outage.held,
             "failed": outage.failed,
+            "rerouted": outage.rerouted,
+            "error": outage.error,
         }
         self._outages = [
             existing

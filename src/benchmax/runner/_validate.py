@@ -191,10 +191,11 @@ async def _check_split(
             return []
     for problem in problems:
         report.problem(owner, str(problem))
+    seen = len(problems)
     examples = []
     label_owner = f"{type(env).__name__}.create_dataset({split!r})"
     try:
-        for index, item in enumerate(dataset):
+        for index, item in enumerate(dataset):  # a streaming dataset records bad rows as it is read
             if index >= max_examples:
                 break
             label = example_location(dataset, label_owner, index)
@@ -209,6 +210,8 @@ async def _check_split(
             examples.append(example)
     except Exception as exc:
         report.problem(owner, f"iterating it raised {type(exc).__name__}: {exc}{_frame(exc)}")
+    for problem in problems[seen:]:
+        report.problem(owner, str(problem))
     if not examples and not any(p.where == owner for p in report.problems):
         report.problem(owner, "the split is empty")
     report.notes.append(f"{split}: {len(examples)} example{'' if len(examples) == 1 else 's'} checked")

@@ -10,6 +10,7 @@ from benchmax.store._codec import decode as decode_transcript
 from benchmax.store._compare import Delta, RunDiff, compare, diff_runs
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
 from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Spread
+from benchmax.store._provenance import ProvenanceChange, provenance_changes
 from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, RunQueries, match_query
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
@@ -39,6 +40,7 @@ __all__ = [
     "GroupRecord",
     "GroupWrite",
     "Page",
+    "ProvenanceChange",
     "ReasonCount",
     "RolloutCost",
     "RolloutFilter",
@@ -60,6 +62,7 @@ __all__ = [
     "export_run",
     "match_query",
     "open_run",
+    "provenance_changes",
     "read_jsonl_export",
     "run_status",
 ]

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 
 from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, Example, SamplingParams, collect_examples, load_env
+from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, load_env, open_examples
 from benchmax.errors import BenchmaxError
-from benchmax.runner import RunSession, default_run_dir
+from benchmax.runner import RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
 from benchmax.train._plot import reward_curve
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
@@ -214,7 +214,8 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
     run_session = None
     policy = None
     try:
-        dataset = loop.run(collect_examples(env_obj, "train", base_dir, max_examples=config.max_examples))
+        stream = loop.run(open_examples(env_obj, "train", base_dir, max_examples=config.max_examples))
+        dataset = list(stream)
         if not dataset:
             raise TrainError(f"{spec_name}: create_dataset('train') returned no examples")
         examples = {example.id: example for example in dataset}
@@ -224,16 +225,23 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         )
         engine = Engine(env_obj, EngineConfig())
         engine.clients.register(POLICY_URL, policy)
-        run_session, first_batch = _run_session(run_dir, config, dataset)
+        sampling = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens)
+        origin = RunOrigin(
+            env=env_obj,
+            spec=EnvSpec(spec_name, config.env_kwargs) if owns_env else None,
+            dataset=stream.dataset,
+            model=config.model,
+            endpoint=_policy_endpoint(config),
+            sampling=sampling,
+        )
+        run_session, first_batch = _run_session(run_dir, config, dataset, origin)
         bridge = RolloutBridge(
             engine=engine,
             examples=examples,
             tokenizer=tokenizer,
             base_url=POLICY_URL,
             model=config.model,
-            sampling=SamplingParams(
-                temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
-            ),
+            sampling=sampling,
             session=run_session,
             loop=loop,
             policy=policy,
@@ -294,13 +302,25 @@ def _run_dir(config: TrainConfig) -> Path:
     return default_run_dir(config.env, prefix="train-")
 
 
-def _run_session(run_dir: Path, config: TrainConfig, dataset: Sequence[Example]) -> tuple[RunSession, int]:
+def _policy_endpoint(config: TrainConfig) -> str:
+    """Where the policy's completions come from, as a run's provenance names it."""
+    if config.vllm == "server":
+        return str(config.vllm_url)
+    return POLICY_URL if config.vllm is None else f"vllm {config.vllm} (in-process)"
+
+
+def _run_session(
+    run_dir: Path, config: TrainConfig, dataset: Sequence[Example], origin: RunOrigin
+) -> tuple[RunSession, int]:
     if config.resume:
-        session = RunSession.resume(run_dir)
+        session = RunSession.resume(run_dir, origin=origin)
         batches = session.writer.batches()
         return session, (max(batches) + 1 if batches else 0)
     session = RunSession.create(
-        run_dir, kind="train", meta={"env_class": config.env, "model": config.model, "train": config.to_meta()}
+        run_dir,
+        kind="train",
+        meta={"env_class": config.env, "model": config.model, "train": config.to_meta()},
+        origin=origin,
     )
     session.add_examples("train", dataset)
     return session, 0

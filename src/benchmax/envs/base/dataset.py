@@ -80,6 +80,10 @@ class JsonlDataset(Dataset[Payload]):
         self._lines: list[int] = []
         self._examples = tuple(self._read())
 
+    def source_files(self) -> tuple[Path, ...]:
+        """The file the examples are read from (a run's provenance hashes it)."""
+        return (self.path,)
+
     def line_of(self, index: int) -> int:
         """The file line example ``index`` was read from, so later checks can name ``file:line``."""
         return self._lines[index]

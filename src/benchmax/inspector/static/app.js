@@ -356,6 +356,11 @@
     const headline = result.headline;
     const deltaCell = (value, show = signed) => h('span', { class: value > 0 ? 'up' : value < 0 ? 'down' : 'muted', text: show(value) });
     const points = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${(100 * value).toFixed(1)} pp`);
+    // env code or data that differ between the runs: a delta may come from them, not from the model
+    const differs = (result.provenance || []).filter((change) => change.warning);
+    const provenanceNote = differs.length ? h('div', { class: 'card provenance-warning' },
+      h('strong', { class: 'warn-text', text: 'the runs differ in env code or data: deltas may come from these changes, not only from the model' }),
+      h('ul', {}, ...differs.map((change) => h('li', { text: change.text })))) : null;
     const heads = h('div', { class: 'cards' },
       statCard(`A: ${a}`, pct(headline.a.pass_rate), `${fmt(headline.a.rollouts)} rollouts · failures ${pct(headline.a.failure_rate)}`),
       statCard(`B: ${b}`, pct(headline.b.pass_rate), `${fmt(headline.b.rollouts)} rollouts · failures ${pct(headline.b.failure_rate)}`),
@@ -384,6 +389,7 @@
     const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
     put(app, 
       h('section', { class: 'head' }, h('h1', { text: 'Compare runs' }), h('p', { class: 'muted' }, 'Deltas are B − A; examples are matched by id.')),
+      provenanceNote,
       heads,
       h('h2', { text: 'Per component' }), componentTable,
       h('h2', { text: 'Per example' }), h('div', { class: 'toolbar' }, changed),
@@ -429,7 +435,43 @@
           overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
           meta.error ? h('span', { class: 'bad', text: ` · ${meta.error}` }) : null,
           outageNote(meta.outages),
-        ]));
+        ]),
+        provenancePanel(meta.provenance, meta.provenance_resumes));
+    }
+
+    // what made the run: env code and data (hashed), benchmax, git, model and sampling
+    function provenancePanel(p, resumes) {
+      if (!p || typeof p !== 'object') return null;
+      const short = (digest) => (digest ? String(digest).slice(0, 12) : 'none');
+      const env = p.env || {};
+      const who = env.kind === 'package'
+        ? `${env.name} ${env.version} (package ${env.distribution}, ${env.entry_point})`
+        : String(env.path || env.class || env.spec || '—');
+      const code = p.code || {};
+      const git = p.git;
+      const gitText = git ? `git ${String(git.commit || 'no commit').slice(0, 10)}${git.dirty ? ' (uncommitted changes)' : git.dirty === false ? ' (clean)' : ''}` : 'not in git';
+      const data = p.data || {};
+      const files = Array.isArray(data.files) ? data.files : [];
+      const hub = data.origin && data.origin.hub ? `hub ${data.origin.hub}@${data.origin.revision || 'default'} · ` : '';
+      const dataText = !p.data ? 'not recorded'
+        : files.length === 1 && data.count === 1 ? `${hub}${short(files[0].sha256)} ${String(files[0].path || '').split('/').pop()} (${bytes(files[0].size || 0)})`
+          : files.length ? `${hub}${short(data.sha256)} (${fmt(data.count)} files, ${bytes(data.bytes || 0)})` : `${hub}${data.source || ''}, no local files`;
+      const endpoint = Array.isArray(p.endpoint) ? p.endpoint.join(', ') : String(p.endpoint || '—');
+      const sampling = Object.entries(p.sampling || {}).map(([key, value]) => `${key}=${typeof value === 'object' ? JSON.stringify(value) : value}`).join(' ') || 'server defaults';
+      const rows = [
+        ['env', who],
+        ['code', `${short(code.sha256)} (${fmt(code.files || 0)} files${code.truncated ? ', truncated' : ''}) · ${gitText}`],
+        ['data', dataText],
+        ['model', `${p.model || '—'} at ${endpoint}`],
+        ['sampling', sampling],
+        ['benchmax', `${p.benchmax || '—'} (python ${p.python || '—'})`],
+      ];
+      if (Array.isArray(p.inherited) && p.inherited.length) rows.push(['from source run', p.inherited.join(', ')]);
+      for (const resume of Array.isArray(resumes) ? resumes : []) rows.push([`resumed ${date(resume.at)}`, (resume.changes || []).join('; ')]);
+      const list = h('dl', { class: 'provenance' });
+      for (const [key, value] of rows) list.append(h('dt', { text: key }), h('dd', { text: value }));
+      return h('details', { class: 'card provenance' },
+        h('summary', { text: `provenance · code ${short(code.sha256)} · data ${short(data.sha256)} · ${gitText}` }), list);
     }
 
     function outageNote(outages) {

@@ -1,0 +1,330 @@
+"""A run's provenance: what made it, recorded by :class:`~benchmax.runner.RunSession` for every run.
+
+benchmax's version; the env (its installed package's name and version, or its
+file); a hash of the env's source (its module and the other ``.py`` files of its
+package or directory, bounded); a hash of each dataset file it read; the git
+commit and whether the env's directory has uncommitted changes; the model, the
+endpoint (without credentials) and the sampling. Never a secret: API keys are
+read from the environment at run time and never pass through here, env kwargs
+are left out, and URLs lose their user info and query string.
+
+How two runs' provenances differ is the store's (``benchmax.store.provenance_changes``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import inspect
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from benchmax import __version__
+from benchmax.envs import EnvSpec, SamplingParams
+from benchmax.runner._digest import FileDigests
+
+MAX_SOURCE_FILES = 256
+"""Source files hashed per env at most (the env's own module always among them)."""
+MAX_SOURCE_BYTES = 16 * 2**20
+LISTED_SOURCE_FILES = 64
+"""Per-file digests kept in the run (``diff`` names changed files among these)."""
+MAX_DATA_FILES = 10_000
+LISTED_DATA_FILES = 32
+GIT_TIMEOUT = 5.0
+_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "runs"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunOrigin:
+    """What a face knows about a run as it starts; the session turns it into the run's provenance.
+
+    ``inherited`` is a source run's provenance (rescoring): the data, model,
+    endpoint and sampling that made the transcripts come from it, while the env
+    and its code are the ones scoring now.
+    """
+
+    env: object | None = None
+    """The env instance or class."""
+    spec: EnvSpec | None = None
+    dataset: object | None = None
+    """The dataset ``create_dataset`` returned (its ``source_files()`` or ``path`` are hashed)."""
+    model: str | None = None
+    endpoint: str | Sequence[str] | None = None
+    sampling: SamplingParams | None = None
+    inherited: Mapping[str, Any] | None = None
+
+
+def run_provenance(origin: RunOrigin) -> dict[str, Any]:
+    """The provenance record of a run starting from ``origin`` (JSON-ready; never raises for git or files)."""
+    inherited = dict(origin.inherited or {})
+    cls = origin.env if inspect.isclass(origin.env) else type(origin.env) if origin.env is not None else None
+    env, root, main = _env_identity(cls, origin.spec)
+    record: dict[str, Any] = {
+        "benchmax": __version__,
+        "python": platform.python_version(),
+        "recorded_at": time.time(),
+        "env": env,
+        "code": _code(root, main),
+        "git": _git(_directory_of(root, main), main),
+    }
+    if origin.dataset is not None:
+        with FileDigests() as digests:
+            record["data"] = _data(origin.dataset, digests)
+    else:
+        record["data"] = inherited.get("data")
+    record["model"] = origin.model if origin.model is not None else inherited.get("model")
+    endpoint = origin.endpoint if origin.endpoint is not None else inherited.get("endpoint")
+    record["endpoint"] = _endpoint(endpoint) if endpoint is not None else None
+    record["sampling"] = _sampling(origin.sampling) if origin.sampling is not None else inherited.get("sampling")
+    if origin.inherited is not None:
+        record["inherited"] = [
+            key
+            for key, own in (("data", origin.dataset), ("model", origin.model), ("endpoint", origin.endpoint),
+                             ("sampling", origin.sampling))
+            if own is None
+        ]  # fmt: skip
+    return record
+
+
+def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[dict[str, Any], Path | None, Path | None]:
+    """What names the env, the root its source is hashed under, and its own module file."""
+    main = _source_file(cls)
+    installed = spec.installed() if spec is not None else None
+    env: dict[str, Any] = {"spec": spec.spec if spec is not None else None}
+    if cls is not None:
+        env["class"] = f"{cls.__module__}.{cls.__qualname__}"
+    if installed is not None:
+        env.update(
+            kind="package",
+            name=installed.name,
+            distribution=installed.distribution,
+            version=installed.version,
+            entry_point=installed.value,
+        )
+        main = main or installed.source_file()
+        root = _package_root(installed.module.split(".")[0], main) or main
+    elif spec is not None and spec.directory is not None:
+        env["kind"] = "file"
+        root = spec.directory
+    else:
+        env["kind"] = "module"
+        top = cls.__module__.split(".")[0] if cls is not None else ""
+        root = _package_root(top, main) or (main.parent if main is not None else None)
+        dist = _distribution(top) if top else None
+        if dist is not None:
+            env.update(distribution=dist.metadata["Name"], version=dist.version)
+    env["path"] = str(main) if main is not None else None
+    return env, root, main
+
+
+def _source_file(cls: type | None) -> Path | None:
+    if cls is None:
+        return None
+    try:
+        source = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return None
+    return Path(source).resolve() if source else None
+
+
+def _package_root(top: str, main: Path | None) -> Path | None:
+    """The directory of ``main``'s top-level package when ``main`` lies in it; ``main`` when it is that module."""
+    module = sys.modules.get(top)
+    file = getattr(module, "__file__", None)
+    if main is None or not file:
+        return None
+    location = Path(file).resolve()
+    if location.name == "__init__.py" and main.is_relative_to(location.parent):
+        return location.parent
+    return main if location == main else None
+
+
+def _distribution(top: str) -> importlib.metadata.Distribution | None:
+    for name in (top, top.replace("_", "-")):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        listed = (dist.read_text("top_level.txt") or "").split()
+        if not listed or top in listed:
+            return dist
+    return None
+
+
+def _directory_of(root: Path | None, main: Path | None) -> Path | None:
+    if root is not None and root.is_dir():
+        return root
+    return main.parent if main is not None else None
+
+
+def _code(root: Path | None, main: Path | None) -> dict[str, Any]:
+    """One digest over the env's source files (sorted relative paths and their contents)."""
+    files = _source_files(root, main)
+    truncated = len(files) > MAX_SOURCE_FILES
+    files = files[:MAX_SOURCE_FILES]
+    base = _directory_of(root, main)
+    combined = hashlib.sha256()
+    digests: dict[str, str] = {}
+    total = 0
+    hashed = 0
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if total + len(data) > MAX_SOURCE_BYTES and hashed:
+            truncated = True
+            break
+        total += len(data)
+        relative = file.relative_to(base).as_posix() if base is not None and file.is_relative_to(base) else file.name
+        digest = hashlib.sha256(data).hexdigest()
+        combined.update(f"{relative}\0{digest}\n".encode())
+        if len(digests) < LISTED_SOURCE_FILES:
+            digests[relative] = digest[:16]
+        hashed += 1
+    return {
+        "root": str(base) if base is not None else None,
+        "sha256": combined.hexdigest() if hashed else None,
+        "files": hashed,
+        "bytes": total,
+        "truncated": truncated,
+        "digests": digests,
+    }
+
+
+def _source_files(root: Path | None, main: Path | None) -> list[Path]:
+    """``main`` first, then the other ``.py`` files under ``root`` in walk order (sorted), one past the bound."""
+    found: list[Path] = [main] if main is not None and main.is_file() else []
+    if root is None or not root.is_dir():
+        return found
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(
+            name for name in subdirs if not name.startswith(".") and name not in _SKIPPED_DIRS
+            and not name.endswith(".egg-info")
+        )  # fmt: skip
+        for name in sorted(names):
+            if not name.endswith(".py"):
+                continue
+            path = Path(directory, name).resolve()
+            if path != main:
+                found.append(path)
+            if len(found) > MAX_SOURCE_FILES:
+                return found
+    return found
+
+
+def _git(directory: Path | None, main: Path | None) -> dict[str, Any] | None:
+    """The commit and dirty state of the env's directory when it is tracked in a git repository."""
+    if directory is None or shutil.which("git") is None:
+        return None
+    environment = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", *args],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0:
+            return None
+        if main is not None and git("check-ignore", "-q", str(main)).returncode == 0:
+            return None  # an ignored file (a venv inside the repository) is not the repository's code
+        head = git("rev-parse", "--verify", "-q", "HEAD")
+        status = git("status", "--porcelain", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {
+        "commit": head.stdout.strip() or None,
+        "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
+        "repository": top.stdout.strip(),
+    }
+
+
+def _data(dataset: object, digests: FileDigests) -> dict[str, Any]:
+    files = _dataset_files(dataset)
+    record: dict[str, Any] = {"source": type(dataset).__name__}
+    origin = getattr(dataset, "origin", None)
+    if isinstance(origin, Mapping) and origin.get("hub"):
+        record["origin"] = {key: value for key, value in origin.items() if value is not None}
+    combined = hashlib.sha256()
+    entries: list[dict[str, Any]] = []
+    total = 0
+    hashed = 0
+    for file in files[:MAX_DATA_FILES]:
+        try:
+            size = file.stat().st_size
+            digest = digests.sha256(file)
+        except OSError as exc:
+            entries.append({"path": str(file), "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        total += size
+        hashed += 1
+        combined.update(f"{file.name}\0{digest}\n".encode())
+        if len(entries) < LISTED_DATA_FILES:
+            entries.append({"path": str(file.resolve()), "size": size, "sha256": digest})
+    record.update(
+        files=entries,
+        count=len(files),
+        bytes=total,
+        sha256=combined.hexdigest() if hashed else None,
+        truncated=len(files) > MAX_DATA_FILES,
+    )
+    return record
+
+
+def _dataset_files(dataset: object) -> list[Path]:
+    source_files = getattr(dataset, "source_files", None)
+    if callable(source_files):
+        try:
+            return [Path(file) for file in source_files()]
+        except (TypeError, ValueError, OSError):
+            return []
+    path = getattr(dataset, "path", None)
+    if isinstance(path, str | Path) and Path(path).is_file():
+        return [Path(path)]
+    return []
+
+
+def _endpoint(value: str | Sequence[str]) -> str | list[str]:
+    if isinstance(value, str):
+        return _clean_url(value)
+    return [_clean_url(url) for url in value]
+
+
+def _clean_url(url: str) -> str:
+    """The URL without user info, query or fragment (where credentials hide)."""
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(unparseable URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, f"{host}:{port}" if port else host, parts.path, "", ""))
+
+
+def _sampling(sampling: SamplingParams) -> dict[str, Any]:
+    values = asdict(sampling)
+    if values.get("stop"):
+        values["stop"] = list(values["stop"])
+    return {key: value for key, value in values.items() if value not in (None, False, {}, [], ())}
