@@ -365,3 +365,27 @@ async def test_an_env_that_cannot_start_on_a_worker_fails_with_the_spec_and_caus
         await executor.start()
     await executor.aclose()
     assert ray_cluster.is_initialized()
+
+
+async def test_ray_actors_share_the_response_cache_and_their_calls_are_priced_on_the_driver(
+    tmp_path, ray_cluster, model_server
+):
+    from benchmax.client import CacheSettings
+
+    data = write_rows(tmp_path / "data", [row(i) for i in range(4)])
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."scripted"]\nprompt = 0\ncompletion = 1000000\n')  # $1 per one-token reply
+    options = {"executor": "ray", "workers": 2, "prices": str(prices), "cache": CacheSettings(tmp_path / "cache")}
+    before = model_server.counts["requests"]
+
+    first = await arun(config(data, tmp_path / "first", model_server, **options))
+    sent = model_server.counts["requests"] - before
+    second = await arun(config(data, tmp_path / "second", model_server, **options))
+
+    assert sent == 16, "4 groups of 2 rollouts, 2 turns each"
+    assert model_server.counts["requests"] - before == sent, "the second run's actors found every reply cached"
+    assert first.cost is not None and first.cost["usd"] == pytest.approx(16)
+    assert [(c["requests"], c["cache_misses"], c["cache_hits"]) for c in first.cost["calls"]] == [(16, 16, 0)]
+    assert second.cost is not None and second.cost["usd"] == 0
+    assert [(c["requests"], c["cache_hits"]) for c in second.cost["calls"]] == [(0, 16)]
+    assert records(tmp_path / "second") == records(tmp_path / "first")

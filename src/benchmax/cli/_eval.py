@@ -21,6 +21,7 @@ from rich.console import Console
 
 from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
 from benchmax.cli._output import command_line, error_line
+from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
 from benchmax.engine import EngineConfig
 from benchmax.envs import SamplingParams
 from benchmax.errors import BenchmaxError
@@ -111,10 +112,56 @@ def eval_command(
     ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
     workers: Annotated[int | None, typer.Option(min=1, help="Ray actors (with --executor ray).")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show live progress.")] = True,
+    cache: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR|off",
+            help="Answer repeated model requests from a response cache in DIR (off unless given: see "
+            "docs/cost-and-cache.md) \\[on --resume: the stored choice].",
+            show_default=False,
+        ),
+    ] = None,
+    cache_judge: Annotated[
+        bool, typer.Option("--cache-judge/--no-cache-judge", help="With --cache: also cache LLM-judge calls.")
+    ] = True,
+    cache_unseeded: Annotated[
+        Literal["per-rollout", "skip"],
+        typer.Option(
+            help="With --cache: requests that sample without a seed are cached per rollout (a re-run replays "
+            "each rollout's own draw) or never (skip)."
+        ),
+    ] = "per-rollout",
+    cache_max_mb: Annotated[
+        int, typer.Option(min=1, help="With --cache: MB of stored replies kept; the least recently used go first.")
+    ] = DEFAULT_MAX_BYTES // 2**20,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help=f"A price table (TOML, USD per 1M tokens) over the shipped one (default: ${PRICES_ENV}).",
+            show_default=False,
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            metavar="USD",
+            help="Stop the run (resumable) once its model calls cost this many US dollars.",
+        ),
+    ] = None,
 ) -> None:
     """Run ENV against a model; every rollout is stored as it finishes."""
+    if max_cost is not None and not max_cost > 0:
+        raise typer.BadParameter(f"{max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost")
+    chosen_cache = cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
     if resume is not None:
         config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
+        config = replace(
+            config,
+            cache=chosen_cache if cache is not None else config.cache,
+            prices=str(prices) if prices is not None else config.prices,
+            max_cost=max_cost if max_cost is not None else config.max_cost,
+        )
     else:
         if env is None:
             raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
@@ -159,8 +206,29 @@ def eval_command(
             executor=executor,
             ray_address=ray_address,
             workers=workers,
+            cache=chosen_cache,
+            prices=str(prices) if prices is not None else None,
+            max_cost=max_cost,
         ).with_run_dir()
     execute(config, resume=resume is not None, progress=progress)
+
+
+def cache_settings(
+    value: str | None,
+    *,
+    judge: bool = True,
+    unseeded: str = "per-rollout",
+    max_mb: int = DEFAULT_MAX_BYTES // 2**20,
+) -> CacheSettings | None:
+    """``--cache DIR`` (``off``, or not given: no cache)."""
+    if value is None or value.strip().lower() == "off":
+        return None
+    if not value.strip():
+        raise typer.BadParameter("give a directory, or off", param_hint="--cache")
+    directory = Path(value).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise typer.BadParameter(f"{directory} is a file; give a directory for the cache", param_hint="--cache")
+    return CacheSettings(directory, max_bytes=max_mb * 2**20, judge=judge, unseeded=unseeded)  # type: ignore[arg-type]
 
 
 def _resume_config(
@@ -225,9 +293,9 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
         raise typer.Exit(143) from None
     except RunStopped as exc:
         console.print(error_line(f"the run stopped: {exc}"))
-        server = "env server" if "env server" in str(exc) else "model server"
-        console.print(f"Resume it once the {server} is back:")
-        console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
+        console.print(exc.hint, soft_wrap=True, highlight=False, markup=False)
+        command = command_line("benchmax", "eval", "--resume", config.run_dir, *exc.resume_options)
+        console.print(f"  {command}", soft_wrap=True, highlight=False, markup=False)
         raise typer.Exit(1) from None
     except EndpointError as exc:
         console.print(error_line(str(exc)))
@@ -236,7 +304,9 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     except BenchmaxError as exc:
         console.print(error_line(str(exc)))
         raise typer.Exit(2) from None
-    render_summary(console, result.stats, client_stats=result.client_stats, outages=result.outages)
+    render_summary(
+        console, result.stats, client_stats=result.client_stats, outages=result.outages, cost=result.cost
+    )
     with Run(result.run_dir) as run:
         render_provenance(console, run.meta.get("provenance"))
     console.print(

@@ -68,20 +68,44 @@ def rescore_command(
     concurrency: Annotated[
         int, typer.Option(min=1, help="Groups scored at once in all (bounds a judge's calls in flight).")
     ] = 64,
+    cache: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DIR|off",
+            help="Answer an LLM judge's repeated requests from the response cache in DIR (off unless given).",
+            show_default=False,
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="A price table over the shipped one, for the judge's calls.", show_default=False
+        ),
+    ] = None,
 ) -> None:
-    """Score stored transcripts with the env's current reward code, into a new run (no model calls)."""
+    """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
+    from benchmax.cli._eval import cache_settings
     from benchmax.cli._summary import render_provenance, render_summary
 
     _open(run_dir).close()
+    settings = cache_settings(cache)
     try:
         target = asyncio.run(
-            arescore(run_dir, env_spec=env, run_dir=output, workers=workers, concurrency=concurrency)
+            arescore(
+                run_dir,
+                env_spec=env,
+                run_dir=output,
+                workers=workers,
+                concurrency=concurrency,
+                cache=settings,
+                prices=str(prices) if prices is not None else None,
+            )
         )
     except BenchmaxError as exc:
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None
     with Run(target) as run:
-        render_summary(console, run.stats())
+        render_summary(console, run.stats(), cost=run.meta.get("cost"))
         render_provenance(console, run.meta.get("provenance"))
     console.print(
         f"rescored run stored in {target}; compare with: {command_line('benchmax', 'diff', run_dir, target)}",

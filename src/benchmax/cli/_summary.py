@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchmax.cli._output import plural
-from benchmax.client import Outage
+from benchmax.client import ROLES, Outage, calls_from_meta, merge_figures
 from benchmax.runner import RunVerdict
 from benchmax.store import RunStats, Sample
 
@@ -21,7 +21,12 @@ _MAX_EXAMPLE_ROWS = 15
 
 
 def render_summary(
-    console: Console, stats: RunStats, *, client_stats: dict | None = None, outages: Sequence[Outage] = ()
+    console: Console,
+    stats: RunStats,
+    *,
+    client_stats: dict | None = None,
+    outages: Sequence[Outage] = (),
+    cost: Mapping[str, Any] | None = None,
 ) -> None:
     components = Table(title="reward components (after zero-fill)", title_justify="left")
     for column in ("component", "mean", "std", "min", "max", "filled"):
@@ -52,6 +57,8 @@ def render_summary(
     overview.add_row("latency p50 / p95", f"{stats.latency_p50:.2f}s / {stats.latency_p95:.2f}s")
     overview.add_row("tokens prompt / completion", f"{stats.prompt_tokens:,} / {stats.completion_tokens:,}")
     overview.add_row("wall time", f"{stats.wall_seconds:.1f}s")
+    for figure, value in cost_rows(cost):
+        overview.add_row(figure, escape(value))
     if client_stats and (client_stats.get("retries") or client_stats.get("failures")):
         retries = ", ".join(f"{cause}={count}" for cause, count in client_stats.get("retries", {}).items())
         overview.add_row("model requests / retries", f"{client_stats.get('requests', 0)} / {retries or 0}")
@@ -145,6 +152,52 @@ def render_samples(console: Console, samples: Sequence[Sample]) -> None:
         for label, text in lines:
             if text:
                 console.print(Text.assemble(f"    {label}: ", text), soft_wrap=True, highlight=False)
+
+
+def cost_rows(cost: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The run's model calls, response-cache hits and cost (unknown, never 0, without a price), as stored."""
+    figures = calls_from_meta(cost)
+    if cost is None or not figures:
+        return []
+    by_role = {role: merge_figures([item for item in figures if item.role == role]) for role in ROLES}
+    rows = []
+    hits = sum(item.cache_hits for item in figures)
+    misses = sum(item.cache_misses for item in figures)
+    calls = []
+    for role, items in by_role.items():
+        if items:
+            sent = sum(item.requests for item in items)
+            cached = sum(item.cache_hits for item in items)
+            calls.append(f"{role} {sent:,} sent" + (f" + {cached:,} from the cache" if hits or misses else ""))
+    rows.append(("model calls", "; ".join(calls)))
+    if hits or misses:
+        rows.append(("response cache", f"{hits:,} hits, {misses:,} misses"))
+    judge = by_role["judge"]
+    if judge:
+        prompt = sum(item.prompt_tokens for item in judge)
+        completion = sum(item.completion_tokens for item in judge)
+        rows.append(("judge tokens prompt / completion", f"{prompt:,} / {completion:,}"))
+    cached_tokens = sum(item.cached_tokens for item in figures)
+    if cached_tokens:
+        rows.append(("prompt tokens the server cached", f"{cached_tokens:,}"))
+    if cost.get("usd") is not None:
+        parts = [f"{role} {usd(sum(item.usd or 0.0 for item in items))}" for role, items in by_role.items() if items]
+        detail = f" ({', '.join(parts)})" if len(parts) > 1 else ""
+        rows.append(("cost", f"{usd(float(cost['usd']))}{detail}"))
+    else:
+        unpriced = ", ".join(str(model) for model in cost.get("unpriced") or ())
+        known = float(cost.get("known_usd") or 0.0)
+        more = f"; {usd(known)} for the priced ones" if known else ""
+        rows.append(("cost", f"unknown: no price for {unpriced} (add one with --prices FILE){more}"))
+    return rows
+
+
+def usd(amount: float) -> str:
+    """Dollars with the digits a small figure needs ($0.000123), cents for a big one ($12.30)."""
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    text = f"{amount:.6f}".rstrip("0").rstrip(".")
+    return f"${text}" if text != "0" or amount == 0 else "$<0.000001"
 
 
 def render_verdict(console: Console, verdict: RunVerdict) -> None:

@@ -65,8 +65,15 @@ def train_command(
             "--vllm-arg", metavar="KEY=VALUE", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1."
         ),
     ] = [],  # noqa: B006
+    cache: Annotated[str | None, typer.Option(hidden=True, help="Refused: training never caches replies.")] = None,
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
+    if cache is not None:
+        raise typer.BadParameter(
+            "benchmax train never answers from a response cache: each step must sample the policy as it is now, "
+            "and a cached reply is an old policy's. --cache is for benchmax eval.",
+            param_hint="--cache",
+        )
     try:
         from benchmax.train import TrainConfig, train
     except ImportError as exc:

@@ -500,7 +500,12 @@ def _parse_completion(raw: bytes) -> ChatResult:
         raise _malformed("choices[0].message is missing")
     finish_reason = choice.get("finish_reason")
     usage_data = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    usage = Usage(_as_int(usage_data.get("prompt_tokens")), _as_int(usage_data.get("completion_tokens")))
+    details = usage_data.get("prompt_tokens_details")
+    usage = Usage(
+        _as_int(usage_data.get("prompt_tokens")),
+        _as_int(usage_data.get("completion_tokens")),
+        _as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+    )
     return ChatResult(
         message=message,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from benchmax.client import DEFAULT_MAX_OUTAGE as _DEFAULT_MAX_OUTAGE
-from benchmax.client import ON_HOLD, ChatResult, ClientPool, ModelError, RetryPolicy
+from benchmax.client import ON_HOLD, CallLog, ChatResult, ClientPool, ModelError, RetryPolicy, scoped_client
 from benchmax.engine import _logs as logs
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
 from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
@@ -114,10 +114,12 @@ class EngineConfig:
 
 @dataclass(frozen=True, slots=True)
 class GroupResult:
-    """One example's settled siblings, in request order, and the group hook's logs."""
+    """One example's settled siblings, in request order, the group hook's logs, and (when a run's
+    ledger counted them: see ``benchmax.client.CallLedger``) the model calls the group made."""
 
     outcomes: tuple[RolloutOutcome, ...]
     logs: tuple[LogEntry, ...] = ()
+    calls: CallLog | None = None
 
     def by_id(self) -> dict[str, RolloutOutcome]:
         return {outcome.rollout_id: outcome for outcome in self.outcomes}
@@ -407,7 +409,7 @@ class Engine:
         sink.phase = "context"
         known = await self._tools()
         tool_list = list(known.values())
-        client = self.clients.get(request.base_url)
+        client = scoped_client(self.clients.get(request.base_url), role="policy")
         base_body = request.sampling.to_body()
         base_body["model"] = request.model
         if tool_list:

@@ -55,8 +55,17 @@ class SamplingParams:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one model reply (or a sum of them), as the server counted them.
+
+    ``cached_tokens`` are the prompt tokens the server answered from its own
+    prompt cache (OpenAI's ``prompt_tokens_details.cached_tokens``): part of
+    ``prompt_tokens``, often billed at a lower price; 0 when the server does
+    not say.
+    """
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -66,6 +75,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
         )
 
 

@@ -278,11 +278,13 @@ class Judge:
 
     async def _send(self, body: dict[str, Any], request_id: str) -> str:
         """One request, retried after 401/403 up to ``auth_attempts``; the reply's text."""
-        from benchmax.client import ModelError
+        from benchmax.client import ModelError, scoped_client
 
+        # Inside a run, the run's ledger counts, prices and (when asked) caches judge calls apart from the policy's.
+        client = scoped_client(self.client, role="judge")
         for attempt in range(1, self.auth_attempts + 1):
             try:
-                result = await self.client.chat(body, rollout_id=request_id)
+                result = await client.chat(body, rollout_id=request_id)
             except ModelError as exc:
                 if exc.status in _AUTH_STATUSES:
                     if attempt < self.auth_attempts:

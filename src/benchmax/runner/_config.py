@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from benchmax.client import RetryPolicy
+from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
 
@@ -54,6 +54,12 @@ class RunConfig:
     """``local`` (this process) or ``ray`` (a pool of Ray actors)."""
     ray_address: str | None = None
     workers: int | None = None
+    cache: CacheSettings | None = None
+    """The response cache (``None``: off, the default: an eval samples the model unless asked not to)."""
+    prices: str | None = None
+    """The user's price file (``None``: ``$BENCHMAX_PRICES``, else only the shipped table)."""
+    max_cost: float | None = None
+    """US dollars the run may spend on model calls (all sessions together); past it the run stops, resumable."""
 
     def __post_init__(self) -> None:
         urls = _base_urls(self.base_url)
@@ -68,6 +74,8 @@ class RunConfig:
             raise ValueError(f"max_examples must be >= 1, got {self.max_examples}")
         if not 0.0 <= self.max_failure_rate <= 1.0:
             raise ValueError(f"max_failure_rate must be between 0 and 1, got {self.max_failure_rate}")
+        if self.max_cost is not None and not self.max_cost > 0:
+            raise ValueError(f"max_cost must be > 0 US dollars, got {self.max_cost!r}")
         if self.executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.batch_size is not None and (
@@ -98,6 +106,7 @@ class RunConfig:
         data["run_dir"] = str(self.run_dir) if self.run_dir is not None else None
         data["sampling"]["stop"] = list(self.sampling.stop) if self.sampling.stop else None
         data["engine"]["retry"] = asdict(self.engine.retry)
+        data["cache"] = self.cache.to_meta() if self.cache is not None else None
         return data
 
     @classmethod
@@ -113,6 +122,7 @@ class RunConfig:
         for key in ("data_dir", "run_dir"):
             if values.get(key) is not None:
                 values[key] = Path(values[key])
+        values["cache"] = CacheSettings.from_meta(values.get("cache"))
         return cls(sampling=sampling, engine=EngineConfig(**engine), **values)
 
 

@@ -6,12 +6,14 @@ progress are identical whichever executor runs the groups.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
-from benchmax.client import ClientPool
+from benchmax.client import CacheSettings, CallLedger, ClientPool, PriceTable
 from benchmax.engine import Engine, EngineConfig, GroupResult
 from benchmax.envs import Environment, RolloutFailure, RolloutOutcome, RolloutRequest, TerminationReason, implements
 
@@ -29,13 +31,26 @@ class GroupExecutor(Protocol):
 
 
 class LocalExecutor:
-    """Groups run on this event loop, through the engine (or an env's own ``run_group``)."""
+    """Groups run on this event loop, through the engine (or an env's own ``run_group``).
+
+    Each group runs inside a scope of the executor's :class:`CallLedger`, so its
+    model calls (the policy's and any judge's) are counted, priced with
+    ``prices`` and answered from the response cache when ``cache`` is set; the
+    group's result carries them (``GroupResult.calls``).
+    """
 
     def __init__(
-        self, env: Environment[Any, Any], config: EngineConfig | None = None, *, clients: ClientPool | None = None
+        self,
+        env: Environment[Any, Any],
+        config: EngineConfig | None = None,
+        *,
+        clients: ClientPool | None = None,
+        prices: PriceTable | None = None,
+        cache: CacheSettings | None = None,
     ) -> None:
         self.env = env
         self.engine = Engine(env, config, clients=clients)
+        self.ledger = CallLedger(prices=prices, cache=cache)
         self._own_group = implements(env, "run_group")
 
     @property
@@ -43,18 +58,26 @@ class LocalExecutor:
         return self.engine.clients
 
     async def start(self) -> None:
+        await asyncio.to_thread(self.ledger.open)
         await self.engine.start()
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
-        if self._own_group:
-            return await run_own_group(self.env, requests)
-        return await self.engine.run_group(requests)
+        with self.ledger.group() as meter:
+            if self._own_group:
+                result = await run_own_group(self.env, requests)
+            else:
+                result = await self.engine.run_group(requests)
+        return replace(result, calls=meter.log())
 
     def stats(self) -> dict[str, Any]:
-        return self.engine.clients.stats()
+        """The clients' counters, and every model call so far under ``calls`` (per role and model)."""
+        return {**self.engine.clients.stats(), "calls": [figures.to_dict() for figures in self.ledger.totals()]}
 
     async def aclose(self) -> None:
-        await self.engine.aclose()
+        try:
+            await self.engine.aclose()
+        finally:
+            await asyncio.to_thread(self.ledger.close)
 
 
 async def run_own_group(env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]) -> GroupResult:

@@ -42,7 +42,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only where Ray is absent
     raise ImportError("executor='ray' needs Ray installed: pip install 'benchmax[ray]'") from exc
 
-from benchmax.client import EndpointDown, GateEvent, Outage
+from benchmax.client import (
+    CacheSettings,
+    CallFigures,
+    EndpointDown,
+    GateEvent,
+    Outage,
+    PriceTable,
+    merge_figures,
+)
 from benchmax.engine import EngineConfig, GroupResult
 from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
 from benchmax.runner._config import RunConfig
@@ -74,11 +82,19 @@ class _Worker:
     """The actor body: one env, one executor, in one Ray worker process."""
 
     def __init__(
-        self, spec: str, kwargs: dict[str, Any], engine: EngineConfig, replicas: tuple[str, ...] = ()
+        self,
+        spec: str,
+        kwargs: dict[str, Any],
+        engine: EngineConfig,
+        replicas: tuple[str, ...] = (),
+        prices: PriceTable | None = None,
+        cache: CacheSettings | None = None,
     ) -> None:
         self._spec = EnvSpec(spec, kwargs)
         self._engine_config = engine
         self._replicas = replicas
+        self._prices = prices
+        self._cache = cache
         self._env: Environment | None = None
         self._executor: LocalExecutor | None = None
         self._events: list[tuple[GateEvent, Outage]] = []
@@ -89,7 +105,7 @@ class _Worker:
     async def start(self) -> dict[str, Any]:
         """Build the env here, not in ``__init__``, so its errors come back as ordinary exceptions."""
         self._env = self._spec.load()
-        self._executor = LocalExecutor(self._env, self._engine_config)
+        self._executor = LocalExecutor(self._env, self._engine_config, prices=self._prices, cache=self._cache)
         clients = self._executor.clients
         if len(self._replicas) > 1:
             clients.route(self._replicas)
@@ -290,10 +306,11 @@ class RayExecutor:
     has ``config.workers`` actors, or one per CPU of the cluster.
     """
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, *, prices: PriceTable | None = None) -> None:
         if config.workers is not None and config.workers < 1:
             raise ValueError(f"workers must be >= 1, got {config.workers}")
         self.config = config
+        self._prices = prices
         self._spec = _portable_spec(config.env)
         self._owns_ray = False
         self._workers: list[_Handle] = []
@@ -385,15 +402,18 @@ class RayExecutor:
         """Model-client counters summed over every actor, plus the pool's own."""
         merged: dict[str, Any] = {"requests": 0, "retries": {}, "failures": {}, "resent": 0}
         endpoints: dict[str, dict[str, Any]] = {}
+        calls: list[tuple[CallFigures, ...]] = []
         for handle in [*self._workers, *self._retired]:
             stats = handle.client_stats
             _add_counts(merged, stats)
+            calls.append(tuple(CallFigures.from_dict(item) for item in stats.get("calls") or ()))
             if stats.get("rerouted"):
                 merged["rerouted"] = merged.get("rerouted", 0) + stats["rerouted"]
             for url, figures in stats.get("endpoints", {}).items():
                 _add_counts(endpoints.setdefault(url, {"retries": {}, "failures": {}}), figures)
         if endpoints:
             merged["endpoints"] = endpoints
+        merged["calls"] = [figures.to_dict() for figures in merge_figures(*calls)]
         merged["ray"] = {
             "workers": len(self._workers),
             "workers_started": self._spawned,
@@ -432,7 +452,12 @@ class RayExecutor:
     def _spawn(self) -> _Handle:
         self._spawned += 1
         actor = _RemoteWorker.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
-            self._spec, dict(self.config.env_kwargs), self._engine_config, self.config.base_urls
+            self._spec,
+            dict(self.config.env_kwargs),
+            self._engine_config,
+            self.config.base_urls,
+            self._prices,
+            self.config.cache,
         )
         return _Handle(actor, name=f"ray worker {self._spawned}")
 

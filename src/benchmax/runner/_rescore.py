@@ -6,6 +6,12 @@ processes (each loads the env once and scores chunks of groups read straight
 from the source file), so a cheap reward uses the machine's cores; within a
 worker, groups are scored concurrently up to a bound, so a judge-based reward
 (a model call per rollout) keeps at most ``concurrency`` calls in flight in all.
+
+A judge's calls go through a :class:`benchmax.client.CallLedger` in each scoring
+process: they are counted and priced into the new run's ``cost`` (the source's
+is kept as ``source_cost``: the new run made no policy call), and with a response
+cache the judge requests the source run (or an earlier rescore) made already are
+answered from it, so rescoring after a change to another reward costs nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from benchmax.client import CacheSettings, CallFigures, CallLedger, PriceTable, calls_to_meta, merge_figures
 from benchmax.engine import Engine, EngineConfig, StoredRollout
 from benchmax.envs import (
     BaseEnv,
@@ -51,6 +58,7 @@ _NOT_INHERITED = (
     "ended_at",
     "active_seconds",
     "outages",
+    "cost",
     "provenance",
     "provenance_resumes",
 )
@@ -64,6 +72,8 @@ async def arescore(
     run_dir: Path | None = None,
     workers: int | None = None,
     concurrency: int = 64,
+    cache: CacheSettings | None = None,
+    prices: str | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
@@ -71,9 +81,12 @@ async def arescore(
     rollout ids, groups and batches are kept so ``benchmax diff`` lines up.
     ``workers`` processes score (default: one per core, up to 8, for big runs;
     this process for small ones); at most ``concurrency`` groups are scored at once.
+    ``cache`` answers the judge's repeated requests; ``prices`` is a price file over
+    the shipped table (default: ``$BENCHMAX_PRICES``).
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
+    table = PriceTable.load(prices)
     with Run(source) as old:
         meta = old.meta
         config = RunConfig.from_meta(meta["config"])
@@ -82,7 +95,9 @@ async def arescore(
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
     workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
-    job = _Job(str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers))
+    job = _Job(
+        str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers), table, cache
+    )
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
     origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
@@ -98,19 +113,29 @@ async def arescore(
                 "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
                 "rescored_from": str(source),
                 "source_created_at": meta.get("created_at"),
+                "source_cost": meta.get("cost"),
             },
             origin=origin,
         )
         session = await asyncio.to_thread(create)
+        spent: list[tuple[CallFigures, ...]] = []
         async with session.running():
-            await asyncio.to_thread(session.adopt, source)
-            if workers == 1:
-                for chunk in chunks:
-                    for group in await scorer.score(chunk):
-                        await asyncio.to_thread(session.write_scores, group)
-            else:
-                await _in_workers(job, chunks, workers, session)
-            await asyncio.to_thread(session.close_batches)
+            try:
+                await asyncio.to_thread(session.adopt, source)
+                if workers == 1:
+                    for chunk in chunks:
+                        groups, figures = await scorer.score(chunk)
+                        spent.append(figures)
+                        for group in groups:
+                            await asyncio.to_thread(session.write_scores, group)
+                else:
+                    await _in_workers(job, chunks, workers, session, spent)
+                await asyncio.to_thread(session.close_batches)
+            finally:
+                figures = merge_figures(*spent)
+                session.set_meta(
+                    cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
+                )
     finally:
         await scorer.aclose()
     return target
@@ -140,6 +165,8 @@ class _Job:
     engine: EngineConfig
     meta: dict[str, Any]
     concurrency: int
+    prices: PriceTable | None = None
+    cache: CacheSettings | None = None
 
 
 def _chunks(run: Run) -> list[tuple[int, int]]:
@@ -151,7 +178,13 @@ def _chunks(run: Run) -> list[tuple[int, int]]:
     ]
 
 
-async def _in_workers(job: _Job, chunks: Sequence[tuple[int, int]], workers: int, session: RunSession) -> None:
+async def _in_workers(
+    job: _Job,
+    chunks: Sequence[tuple[int, int]],
+    workers: int,
+    session: RunSession,
+    spent: list[tuple[CallFigures, ...]],
+) -> None:
     context = multiprocessing.get_context("spawn")
     loop = asyncio.get_running_loop()
     with concurrent.futures.ProcessPoolExecutor(
@@ -162,7 +195,9 @@ async def _in_workers(job: _Job, chunks: Sequence[tuple[int, int]], workers: int
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
-                    for group in future.result():
+                    groups, figures = future.result()
+                    spent.append(figures)
+                    for group in groups:
                         await asyncio.to_thread(session.write_scores, group)
         finally:
             for future in pending:
@@ -177,6 +212,7 @@ class _Scorer:
         self.env: BaseEnv | None = None
         self.engine: Engine | None = None
         self.run: Run | None = None
+        self.ledger: CallLedger | None = None
 
     def load(self) -> None:
         env = EnvSpec(self.job.env, self.job.env_kwargs).load()
@@ -184,10 +220,13 @@ class _Scorer:
             raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
         self.env = env
         self.engine = Engine(env, self.job.engine)
+        self.ledger = CallLedger(prices=self.job.prices, cache=self.job.cache)
+        self.ledger.open()  # a cache directory that cannot be used fails here, before the new run exists
         self.run = Run(self.job.source)
         self.examples: dict[str, Example] = {}
 
-    async def score(self, chunk: tuple[int, int]) -> list[ScoredGroup]:
+    async def score(self, chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[CallFigures, ...]]:
+        """The chunk's groups scored, and the model calls (a judge's) their scoring made."""
         assert self.run is not None and self.engine is not None
         first, last = chunk
         groups = self.run.sql(
@@ -198,15 +237,18 @@ class _Scorer:
         records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
         examples = self._examples({example_id for _, example_id, _, _ in groups})
         slots = asyncio.Semaphore(self.job.concurrency)
+        calls: list[tuple[CallFigures, ...]] = []
 
         async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
             rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
             example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
             async with slots:
                 started = time.time()
-                result = await self.engine.rescore_group(  # type: ignore[union-attr]
-                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
-                )
+                with self.ledger.group() as meter:  # type: ignore[union-attr]
+                    result = await self.engine.rescore_group(  # type: ignore[union-attr]
+                        [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                    )
+                calls.append(meter.log().figures())
             return ScoredGroup(
                 group_id=group_id,
                 scores=tuple(
@@ -218,7 +260,8 @@ class _Scorer:
                 ended_at=time.time(),
             )
 
-        return list(await asyncio.gather(*(one(*group) for group in groups)))
+        scored = list(await asyncio.gather(*(one(*group) for group in groups)))
+        return scored, merge_figures(*calls)
 
     def _examples(self, wanted: set[str]) -> dict[str, Example]:
         assert self.run is not None
@@ -244,6 +287,9 @@ class _Scorer:
             await env.aclose()
         if run is not None:
             run.close()
+        ledger, self.ledger = self.ledger, None
+        if ledger is not None:
+            await asyncio.to_thread(ledger.close)
 
 
 _worker: tuple[_Scorer, asyncio.AbstractEventLoop] | None = None
@@ -260,7 +306,7 @@ def _worker_start(job: _Job) -> None:
     atexit.register(lambda: loop.run_until_complete(scorer.aclose()))
 
 
-def _worker_score(chunk: tuple[int, int]) -> list[ScoredGroup]:
+def _worker_score(chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[CallFigures, ...]]:
     assert _worker is not None
     scorer, loop = _worker
     return loop.run_until_complete(scorer.score(chunk))

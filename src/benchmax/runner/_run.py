@@ -11,18 +11,19 @@ are zero-filled as they close, and the run's status is set on every way out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import StaticBearerAuth
-from benchmax.client import ClientPool, EndpointDown, GateEvent, Outage
+from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
 from benchmax.envs import (
     DatasetError,
@@ -41,8 +42,9 @@ from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, mod
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
+from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
-from benchmax.store import Run, RunStats
+from benchmax.store import Run, RunStats, StoreError
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -58,8 +60,33 @@ class RunObserver(Protocol):
 
 
 class RunStopped(BenchmaxError):
-    """The run stopped before its end for a reason outside it (an endpoint down past its budget);
-    what is stored is whole, and ``--resume`` continues it."""
+    """The run stopped before its end for a reason outside it (an endpoint down past its budget,
+    ``--max-cost`` spent); what is stored is whole, and ``--resume`` continues it.
+
+    ``hint`` says what to do before resuming; ``resume_options`` are options the
+    resume command needs (a higher ``--max-cost``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str = "Resume it once the model server is back:",
+        resume_options: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.resume_options = resume_options
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    reason: str
+    hint: str = "Resume it once the model server is back:"
+    resume_options: tuple[str, ...] = ()
+    drain: bool = False
+    """Start no new group but let those in flight finish and be stored (their calls are paid for):
+    ``--max-cost``. Otherwise (an outage) the groups in flight are abandoned at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +97,8 @@ class RunResult:
     client_stats: dict[str, Any]
     verdict: RunVerdict
     outages: tuple[Outage, ...] = ()
+    cost: Mapping[str, Any] | None = None
+    """The run's model calls and what they cost, as stored (all sessions): see ``RunSpend``."""
 
 
 def sampling_for(sampling: SamplingParams, sample_index: int) -> SamplingParams:
@@ -94,6 +123,7 @@ async def arun(
         RunSession.check_new(run_dir)
     owned = env is None
     spec = EnvSpec(config.env, config.env_kwargs)
+    prices = PriceTable.load(config.prices)  # a broken price file fails before anything is loaded
     executor: GroupExecutor | None = None
     clients: ClientPool | None = None
     try:
@@ -105,7 +135,7 @@ async def arun(
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
             )
-        executor = make_executor(config, env)
+        executor = make_executor(config, env, prices)
         await executor.start()
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
@@ -116,6 +146,12 @@ async def arun(
             log_dir=run_dir,
             auth=auth,
         ) as endpoint:
+            if config.max_cost is not None and prices.price(endpoint.model) is None:
+                raise BenchmaxError(
+                    f"--max-cost needs the price of the model {endpoint.model!r}, which the price table "
+                    f"({', '.join(prices.sources)}) does not list; add it to a price file and give it with "
+                    "--prices FILE (see docs/cost-and-cache.md)"
+                )
             origin = RunOrigin(
                 env=env,
                 spec=spec if owned else None,
@@ -147,10 +183,15 @@ async def arun(
                     model=endpoint.model,
                     base_url=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
                 )
-                new_rollouts = await _schedule(
-                    config, executor, examples, plan, session, observer, endpoint, auth, clients
-                )
-                await asyncio.to_thread(session.close_batches)
+                spend = RunSpend(session, _calls_of(executor), prices, config.max_cost)
+                try:
+                    new_rollouts = await _schedule(
+                        config, executor, examples, plan, session, observer, endpoint, auth, clients, spend
+                    )
+                    await asyncio.to_thread(session.close_batches)
+                finally:
+                    with contextlib.suppress(StoreError):  # on every way out: a stopped run keeps what it spent
+                        spend.store()
         client_stats = executor.stats()
         outages = tuple(_outage_source(executor, clients).outages())
     finally:
@@ -165,7 +206,9 @@ async def arun(
                 logger.exception("%s.aclose() failed", type(env).__name__)
     with Run(run_dir) as run:
         stats = run.stats()
-    return RunResult(run_dir, stats, new_rollouts, client_stats, judge_run(stats, config.max_failure_rate), outages)
+        cost = run.meta.get("cost")
+    verdict = judge_run(stats, config.max_failure_rate)
+    return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
 
 
 def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
@@ -186,12 +229,19 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
 
 
-def make_executor(config: RunConfig, env: Environment[Any, Any]) -> GroupExecutor:
+def make_executor(config: RunConfig, env: Environment[Any, Any], prices: PriceTable | None = None) -> GroupExecutor:
     if config.executor == "ray":
         from benchmax.runner._ray import RayExecutor
 
-        return RayExecutor(config)
-    return LocalExecutor(env, config.engine)
+        return RayExecutor(config, prices=prices)
+    return LocalExecutor(env, config.engine, prices=prices, cache=config.cache)
+
+
+def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:
+    """This session's model calls so far: the local ledger's, or those the Ray actors last reported."""
+    if isinstance(executor, LocalExecutor):
+        return executor.ledger.totals
+    return lambda: tuple(CallFigures.from_dict(item) for item in executor.stats().get("calls") or ())
 
 
 def _stored_url(endpoint: Endpoint) -> str | list[str]:
@@ -285,6 +335,7 @@ async def _schedule(
     endpoint: Endpoint,
     auth: StaticBearerAuth | None,
     clients: ClientPool,
+    spend: RunSpend,
 ) -> int:
     size = config.group_size
     per_batch = config.groups_per_batch()
@@ -300,16 +351,41 @@ async def _schedule(
         return 0
     slots = asyncio.Semaphore(max(1, config.concurrency // size))
     written = 0
-    stopping: list[str] = []
+    stopping: list[_Stop] = []
     main = asyncio.current_task()
 
     def stop(reason: str) -> None:
         # The endpoint is down past its budget. Nothing its outage held may be stored
         # as a failure: the run stops here, whole groups only, and --resume reruns the rest.
-        if not stopping:
-            stopping.append(reason)
-            if main is not None:
-                main.cancel()
+        halt(_Stop(reason))
+
+    def env_stop(reason: str) -> None:
+        # The served env went away: the same way out, with the env's server to wait for.
+        halt(_Stop(reason, "Resume it once the env server is back:"))
+
+    def halt(why: _Stop) -> None:
+        if any(not item.drain for item in stopping) or (why.drain and stopping):
+            return  # an abandoning stop is final; a draining one is asked for once
+        stopping.append(why)
+        if not why.drain and main is not None:
+            main.cancel()
+
+    def abandoning() -> _Stop | None:
+        return next((item for item in stopping if not item.drain), None)
+
+    def check_budget() -> None:
+        # --max-cost spent: no group starts after this; those in flight finish and are stored, so
+        # what they spent is not lost (the overshoot is theirs), and --resume runs the rest.
+        reason = spend.over_budget()
+        if reason is not None and spend.max_cost is not None:
+            more = f"{spend.max_cost * 2:g}"
+            hint = f"Resume it with a higher --max-cost (the run's total, all sessions), e.g. {more}:"
+            halt(_Stop(reason, hint, ("--max-cost", more), drain=True))
+
+    if spend.max_cost is not None:
+        check_budget()  # a resumed run may have spent its budget already
+        if isinstance(executor, LocalExecutor):
+            executor.ledger.subscribe(check_budget)  # every call, as its reply arrives
 
     watch = EndpointWatch(
         _outage_source(executor, clients),
@@ -343,14 +419,18 @@ async def _schedule(
                 return
             down = _env_down(executor, result)
             if down is not None:  # the env's server went away: nothing it touched is stored as a failure
-                watch.stop(down)
+                env_stop(down)
                 return
-            if stopping:
+            if abandoning() is not None:
                 return
             batch = _batch(key.example_index, per_batch)
             # waits while the store's writer lags: the slot stays taken, so no new group starts
             await session.awrite_group(key, result, batch=batch, started_at=started)
             written += size
+            if spend.max_cost is not None:
+                check_budget()  # the Ray actors' calls are known once their group is back
+            if spend.due():
+                await asyncio.to_thread(spend.store)
             if observer is not None:
                 observer.on_group(result)
             left_in_batch[batch] -= 1
@@ -374,6 +454,9 @@ async def _schedule(
             await slots.acquire()
             if failures:
                 raise failures[0]
+            if stopping:
+                slots.release()
+                break
             task = asyncio.create_task(run_group(key, example))
             tasks.add(task)
             task.add_done_callback(finished)
@@ -381,11 +464,24 @@ async def _schedule(
             await asyncio.wait(set(tasks))
         if failures:
             raise failures[0]
+        if stopping:  # drained: every group started is stored
+            why = stopping[0]
+            reason = spend.over_budget() or why.reason  # the figure after the groups in flight finished
+            raise RunStopped(
+                f"{reason}; the run stopped with every started group finished and stored",
+                hint=why.hint,
+                resume_options=why.resume_options,
+            )
     except asyncio.CancelledError:
-        if stopping:
+        why = abandoning()
+        if why is not None:
             if main is not None:
                 main.uncancel()
-            raise RunStopped(f"{stopping[0]}; the run stopped with every finished group stored") from None
+            raise RunStopped(
+                f"{why.reason}; the run stopped with every finished group stored",
+                hint=why.hint,
+                resume_options=why.resume_options,
+            ) from None
         raise
     finally:
         watch.__exit__()

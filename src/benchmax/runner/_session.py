@@ -20,11 +20,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmax import __version__
-from benchmax.client import Outage
+from benchmax.client import CallLog, Outage, total_usd
 from benchmax.engine import GroupResult
 from benchmax.envs import Example
 from benchmax.runner._provenance import RunOrigin, run_provenance
-from benchmax.store import DB_NAME, GroupWrite, RunStatus, RunWriter, ScoredGroup, StoreError, provenance_changes
+from benchmax.store import (
+    DB_NAME,
+    GroupWrite,
+    RolloutCost,
+    RunStatus,
+    RunWriter,
+    ScoredGroup,
+    StoreError,
+    provenance_changes,
+)
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -331,4 +340,22 @@ def _group_write(
         logs=result.logs,
         started_at=started_at,
         ended_at=ended_at if ended_at is not None else time.time(),
+        costs=_costs(result) if result.calls is not None else (),
     )
+
+
+def _costs(result: GroupResult) -> tuple[RolloutCost, ...]:
+    """Each rollout's own model calls (those of the group's hooks are in the run's totals only)."""
+    calls: CallLog = result.calls or CallLog()
+    costs = []
+    for outcome in result.outcomes:
+        figures = calls.of(outcome.rollout_id)
+        costs.append(
+            RolloutCost(
+                usd=total_usd(figures),
+                requests=sum(item.requests for item in figures),
+                cache_hits=sum(item.cache_hits for item in figures),
+                calls=tuple(item.to_dict() for item in figures),
+            )
+        )
+    return tuple(costs)

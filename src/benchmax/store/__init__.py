@@ -18,7 +18,15 @@ from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, R
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, run_status
-from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, GroupWrite, RolloutScore, RunWriter, ScoredGroup, StoreError
+from benchmax.store._writer import (
+    MAX_QUEUED_ROLLOUTS,
+    GroupWrite,
+    RolloutCost,
+    RolloutScore,
+    RunWriter,
+    ScoredGroup,
+    StoreError,
+)
 
 __all__ = [
     "DB_NAME",
@@ -41,6 +49,7 @@ __all__ = [
     "Page",
     "ProvenanceChange",
     "ReasonCount",
+    "RolloutCost",
     "RolloutFilter",
     "RolloutRecord",
     "RolloutScore",

@@ -793,6 +793,7 @@ class RunQueries:
         record["tool_errors"] = sorted(tool_error_ids(turn for turn in record["turns"] if isinstance(turn, dict)))
         example = self.example(record["example_id"])
         record["example_fields"] = example["fields"] if example else {}
+        record["cost"] = self._cost(record["seq"])
         seq, group_id, sample = record["seq"], record["group_id"], record["sample_index"]
         first, last = self._one("SELECT first_seq, last_seq FROM groups WHERE group_id = ?", (group_id,)) or (seq, seq)
         siblings = self._all("SELECT seq, reward FROM rollouts WHERE seq BETWEEN ? AND ? ORDER BY sample_index",
@@ -812,6 +813,15 @@ class RunQueries:
             ),
         }
         return record
+
+    def _cost(self, seq: int) -> dict[str, Any] | None:
+        """What the rollout's model calls cost (``usd`` ``None``: unknown); ``None`` when the run did not count them."""
+        if not self._scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rollout_costs'"):
+            return None
+        row = self._one("SELECT usd, requests, cache_hits, calls FROM rollout_costs WHERE seq = ?", (seq,))
+        if row is None:
+            return None
+        return {"usd": row[0], "requests": row[1], "cache_hits": row[2], "calls": _loads(row[3]) or []}
 
     def _logs(self, where: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
         rows = self._all(

@@ -19,6 +19,11 @@ Laid out for runs of millions of rollouts:
   opens without a pass over it;
 * ``rollouts_fts`` is a contentless FTS5 index of each rollout's text, filled
   in the same transaction as its rollout.
+* ``rollout_costs`` holds what each rollout's model calls cost, when the run
+  counted them (an eval does): dollars (``NULL``: unknown, a model without a
+  price), requests sent, replies from the response cache, and the calls per
+  role (policy, judge) and model as JSON. Added to layout 2 later: a file
+  written before has no such table until a writer resumes it.
 * Raw rewards are rows with ``filled = 0``; the batch zero-fill adds rows with
   ``filled = 1``, so raw and filled values are both kept and a trainer can mask
   fills out. ``batches`` records what each batch's last zero-fill covered, so a
@@ -129,6 +134,13 @@ CREATE TABLE IF NOT EXISTS transcripts (
     messages BLOB NOT NULL,
     turns BLOB NOT NULL,
     sampling BLOB
+);
+CREATE TABLE IF NOT EXISTS rollout_costs (
+    seq INTEGER PRIMARY KEY,
+    usd REAL,
+    requests INTEGER NOT NULL,
+    cache_hits INTEGER NOT NULL,
+    calls TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rewards (
     seq INTEGER NOT NULL,

@@ -46,8 +46,22 @@ class StoreError(BenchmaxError, RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class RolloutCost:
+    """What one rollout's model calls cost: ``usd`` ``None`` is unknown (a model without a price).
+
+    ``requests`` went to a model server, ``cache_hits`` were answered by the
+    response cache; ``calls`` are the figures per role and model (JSON objects).
+    """
+
+    usd: float | None
+    requests: int = 0
+    cache_hits: int = 0
+    calls: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class GroupWrite:
-    """One settled group, ready to store."""
+    """One settled group, ready to store; ``costs`` (when given) has one entry per outcome."""
 
     group_id: str
     example_id: str
@@ -59,6 +73,11 @@ class GroupWrite:
     step: int | None = None
     started_at: float = 0.0
     ended_at: float = 0.0
+    costs: tuple[RolloutCost | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.costs and len(self.costs) != len(self.outcomes):
+            raise ValueError(f"group {self.group_id}: {len(self.costs)} costs for {len(self.outcomes)} outcomes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,6 +576,7 @@ class RunWriter:
             raise StoreError(f"a rollout id of these groups is stored already in another group ({exc})") from exc
         conn.executemany("INSERT INTO transcripts VALUES (?, ?, ?, ?)", rows.transcripts)
         conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rows.rewards)
+        conn.executemany("INSERT INTO rollout_costs VALUES (?, ?, ?, ?, ?)", rows.costs)
         conn.executemany(
             "INSERT INTO rollouts_fts (rowid, answer, error, transcript, ids) VALUES (?, ?, ?, ?, ?)", rows.search
         )
@@ -596,6 +616,7 @@ class _Rows:
         self.components: list[tuple[Any, ...]] = []
         self.example_components: list[tuple[Any, ...]] = []
         self.logs: list[tuple[Any, ...]] = []
+        self.costs: list[tuple[Any, ...]] = []
 
     def _text(self, value: Any) -> Any:
         return _codec.scrub(value) if self.scrubbed and isinstance(value, str) else value
@@ -610,7 +631,12 @@ class _Rows:
         sums: dict[str, list[float]] = {}
         for entry in group.logs:
             self.logs.append(self._log(None, group.group_id, entry))
-        for sample, outcome in zip(group.sample_indices, group.outcomes, strict=True):
+        costs = group.costs or (None,) * len(group.outcomes)
+        for sample, outcome, cost in zip(group.sample_indices, group.outcomes, costs, strict=True):
+            if cost is not None:
+                self.costs.append(
+                    (seq, cost.usd, cost.requests, cost.cache_hits, self._text(dumps([dict(c) for c in cost.calls])))
+                )
             rewards = {self._text(str(name)): float(value) for name, value in outcome.rewards.items()}
             scored = is_scored(outcome.termination_reason, rewards)
             total = sum(rewards.values()) if rewards else None
@@ -885,7 +911,7 @@ def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, thres
                 f"{rollout_id} {example_id}",
             ),
         )
-    for table in ("rollouts", "transcripts", "rewards"):
+    for table in ("rollouts", "transcripts", "rewards", "rollout_costs"):
         conn.execute(f"DELETE FROM {table} WHERE seq BETWEEN ? AND ?", (first, last))
     conn.execute("DELETE FROM logs WHERE group_id = ?", (group_id,))
     conn.execute("DELETE FROM groups WHERE group_seq = ?", (group_seq,))

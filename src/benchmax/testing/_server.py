@@ -19,6 +19,12 @@ default an echo) answers. Steps::
     {"fail": {"truncated": true, "times": 1}, ...}     body cut short of its Content-Length
     {"fail": {"hang": 30, "times": 1}, ...}            no reply for 30 s (then a 500)
     {"sleep": 1.5, "content": "slow"}                  delay before answering
+    {"content": "hi", "usage": {"prompt_tokens": 900, "completion_tokens": 3, "cached_tokens": 512}}
+                                                       this usage (cached_tokens goes to
+                                                       prompt_tokens_details, as OpenAI sends it)
+
+Without a ``usage`` step the usage counts a quarter token per character of the
+prompt's text and of the answer (at least 1 each).
 
 ``/v1/embeddings`` answers every input with a deterministic unit-free vector
 (``embedding_dims`` numbers derived from the text's SHA-256), so vector search
@@ -271,17 +277,23 @@ class ScriptedServer:
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
         completion_tokens = max(1, len(text) // 4)
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        scripted = step.get("usage") if isinstance(step.get("usage"), Mapping) else {}
+        prompt_tokens = int(scripted.get("prompt_tokens", max(1, prompt_chars // 4)))
+        completion_tokens = int(scripted.get("completion_tokens", completion_tokens))
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if "cached_tokens" in scripted:
+            usage["prompt_tokens_details"] = {"cached_tokens": int(scripted["cached_tokens"])}
         data: dict[str, Any] = {
             "id": f"chatcmpl-{self.counts['requests']}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "scripted"),
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": max(1, prompt_chars // 4),
-                "completion_tokens": completion_tokens,
-                "total_tokens": max(1, prompt_chars // 4) + completion_tokens,
-            },
+            "usage": usage,
         }
         if self.token_ids:
             data["prompt_token_ids"] = [ord(c) % 256 for c in str(body.get("messages"))][:64]

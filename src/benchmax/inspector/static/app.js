@@ -69,6 +69,9 @@
   const secs = (value) => (value === null || value === undefined ? '—' : value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(2)} s`);
   const date = (ts) => (ts ? new Date(ts * 1000).toLocaleString('en-GB', { hour12: false }) : '—');
   const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
+  // Dollars: unknown (a model without a price) is never shown as $0.
+  const usd = (value) => (value === null || value === undefined ? 'unknown' : value >= 1 ? `$${value.toFixed(2)}` : `$${Number(value.toFixed(6))}`);
+  const calls = (n) => `${fmt(n)} ${n === 1 ? 'call' : 'calls'}`;
   const bytes = (n) => (n > 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n > 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${Math.ceil(n / 1e3)} kB`);
   // "1 example", "2 examples": a count in words that agree with it
   const plural = (count, noun, many) => `${fmt(count)} ${count === 1 ? noun : many || `${noun}s`}`;
@@ -648,7 +651,24 @@
         statCard('no learning signal', d ? `${fmt(d.groups_no_signal)} / ${fmt(d.groups_with_rollouts)}` : wait, 'groups whose siblings all tie', () => update({ tab: 'groups', no_signal: '1', offset: '0' })),
         statCard('latency', d ? `${secs(d.latency.p50)} p50` : wait, d ? `p95 ${secs(d.latency.p95)} · max ${secs(d.latency.max)}` : 'per rollout'),
         statCard('tokens', d ? `${fmt(d.tokens.completion)} out` : wait, d ? `${fmt(d.tokens.prompt)} in · p50 ${fmt(d.tokens.completion_p50)} / p95 ${fmt(d.tokens.completion_p95)} per rollout` : 'completion and prompt'),
-        statCard('turns', d ? fmt(o.rollouts ? d.turns / o.rollouts : 0) : wait, d ? `${fmt(d.tool_calls)} tool calls in all` : 'per rollout'));
+        statCard('turns', d ? fmt(o.rollouts ? d.turns / o.rollouts : 0) : wait, d ? `${fmt(d.tool_calls)} tool calls in all` : 'per rollout'),
+        costCard((overview.meta || {}).cost));
+    }
+
+    function costCard(cost) {
+      if (!cost || !Array.isArray(cost.calls)) return null;
+      const roles = {};
+      let hits = 0;
+      for (const c of cost.calls) {
+        const role = roles[c.role] || (roles[c.role] = { usd: 0, requests: 0, unknown: false });
+        role.requests += c.requests || 0;
+        if (c.usd === null || c.usd === undefined) role.unknown = true; else role.usd += c.usd;
+        hits += c.cache_hits || 0;
+      }
+      const parts = Object.keys(roles).sort().map((name) => `${name} ${roles[name].unknown ? 'unknown' : usd(roles[name].usd)} · ${calls(roles[name].requests)}`);
+      if (hits) parts.push(`${fmt(hits)} from the cache`);
+      const unpriced = (cost.unpriced || []).length ? `no price for ${cost.unpriced.join(', ')}` : '';
+      return statCard('cost', usd(cost.usd), [unpriced, ...parts].filter(Boolean).join(' · '));
     }
 
     function drawCharts() {
@@ -1083,6 +1103,12 @@
 
   // ---------------------------------------------------------------- rollout view
 
+  function rolloutCost(cost) {
+    if (!cost) return null;
+    const parts = (cost.calls || []).map((c) => `${c.role} ${c.model}: ${calls(c.requests)}${c.cache_hits ? ` + ${fmt(c.cache_hits)} from the cache` : ''}, ${usd(c.usd)}`);
+    return h('p', { class: 'cost' }, h('strong', { text: `cost ${usd(cost.usd)}` }), parts.length ? ` · ${parts.join(' · ')}` : ' · no model calls');
+  }
+
   async function rolloutView(r) {
     const rec = await data.rollout(r.run, r.id);
     crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [rec.rollout_id, null]);
@@ -1116,6 +1142,7 @@
       ], names.map((name) => ({ name, ...rec.rewards[name] }))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
     const usageCard = h('section', { class: 'card' }, h('h3', { text: 'usage and timing' }),
       h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${plural(rec.completion_tokens, 'completion token')} · ${plural(rec.num_turns, 'turn')} · ${plural(rec.num_tool_calls, 'tool call')} · ${secs(rec.seconds)} in all`),
+      rolloutCost(rec.cost),
       rec.turns.length ? table([
         { label: 'turn', num: true, render: (t) => h('a', { href: `#turn-${t.index}`, text: String(t.index) }) },
         { label: 'starts at', num: true, render: (t) => `+${secs(Math.max(0, t.started_at - rec.started_at))}` },
