@@ -154,6 +154,14 @@ class Run:
         )
         return [LogEntry(*row) for row in rows]
 
+    def steps(self) -> list[tuple[int, float, dict[str, Any]]]:
+        """A training run's ``(step, time, metrics)`` in step order; ``[]`` for other runs."""
+        try:
+            rows = self._conn.execute("SELECT step, time, metrics FROM steps ORDER BY step").fetchall()
+        except sqlite3.OperationalError:  # a store written before the table existed
+            return []
+        return [(step, at, orjson.loads(metrics)) for step, at, metrics in rows]
+
     def stats(self, *, pass_threshold: float | None = None) -> RunStats:
         threshold = pass_threshold if pass_threshold is not None else self.meta.get("pass_threshold", 1.0)
         return compute_stats(self._conn, pass_threshold=threshold, meta=self.meta)

@@ -3,7 +3,8 @@
 Raw rewards live one row per component in ``rewards`` (``filled = 0``); the
 batch zero-fill adds rows with ``filled = 1`` when a batch closes, so raw and
 filled values are both kept and a trainer can mask fills out. JSON columns
-hold what is only ever read whole (transcripts, turns, logs of a group hook).
+hold what is only ever read whole (transcripts, turns, logs of a group hook,
+a training step's metrics in ``steps``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ CREATE TABLE IF NOT EXISTS logs (
 );
 CREATE INDEX IF NOT EXISTS logs_by_rollout ON logs (rollout_id);
 CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
+CREATE TABLE IF NOT EXISTS steps (
+    step INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    metrics TEXT NOT NULL
+);
 """
 
 
