@@ -50,6 +50,7 @@ def create_app(path: str | Path, *, token: str | None = None) -> Starlette:
         Route("/api/runs/{run}/overview", api.overview),
         Route("/api/runs/{run}/distributions", api.distributions),
         Route("/api/runs/{run}/progress", api.progress),
+        Route("/api/runs/{run}/steps", api.steps),
         Route("/api/runs/{run}/rollouts", api.rollouts),
         Route("/api/runs/{run}/rollouts/{rollout_id:path}", api.rollout),
         Route("/api/runs/{run}/download/{rollout_id:path}", api.download),
@@ -100,6 +101,9 @@ class _Api:
     def progress(self, request: Request) -> JSONResponse:
         return JSONResponse(self._run(request).progress())
 
+    def steps(self, request: Request) -> JSONResponse:
+        return JSONResponse({"steps": self._run(request).steps()})
+
     def rollouts(self, request: Request) -> JSONResponse:
         params = request.query_params
         flt = RolloutFilter(
@@ -112,6 +116,7 @@ class _Api:
             text=params.get("q") or None,
             in_transcript=params.get("transcript") == "1",
             failed={"1": True, "0": False}.get(params.get("failed", "")),
+            step=_int(params["step"], 0, "step") if params.get("step") else None,
         )
         page = self._run(request).rollouts(flt, **_paging(request, "seq"))
         return JSONResponse(page.to_dict())

@@ -57,6 +57,8 @@ class RolloutFilter:
     text: str | None = None
     in_transcript: bool = False
     failed: bool | None = None
+    step: int | None = None
+    """A training run's step (the rollouts that step generated)."""
 
 
 _ROLLOUT_SORTS = {
@@ -193,6 +195,14 @@ class RunQueries:
 
     def components(self) -> list[str]:
         return [row[0] for row in self._all("SELECT DISTINCT component FROM rewards ORDER BY 1")]
+
+    def steps(self) -> list[dict[str, Any]]:
+        """A training run's per-step metrics in step order (``[]`` for other runs)."""
+        try:
+            rows = self._all("SELECT step, time, metrics FROM steps ORDER BY step")
+        except sqlite3.OperationalError:  # a store from before the steps table
+            return []
+        return [{"step": step, "time": at, "metrics": _loads(metrics)} for step, at, metrics in rows]
 
     def headline(self) -> dict[str, Any]:
         """What the runs list shows for one run: size, mean per component, failure rate."""
@@ -773,6 +783,9 @@ def _rollout_where(flt: RolloutFilter) -> tuple[str, list[Any]]:
     if flt.group_id:
         clauses.append("r.group_id = ?")
         params.append(flt.group_id)
+    if flt.step is not None:
+        clauses.append("r.step = ?")
+        params.append(flt.step)
     if flt.failed is not None:
         clauses.append("r.scored = ?")
         params.append(0 if flt.failed else 1)
