@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.auth import ModelAuth
-from benchmax.client import ClientPool, EndpointGate, ModelError
+from benchmax.client import ClientPool, EndpointGate, HttpModelClient, ModelError
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -54,8 +54,13 @@ async def model_endpoint(
 ) -> AsyncIterator[Endpoint]:
     """The endpoint to send rollouts to; ``base_url=None`` starts the embedded model.
 
-    Without ``model``, the one model the server lists at ``/models`` is used.
+    Without ``model``, the one model the server lists at ``/models`` is used. A
+    base URL the pool routes to a client of its own (a trainer's in-process
+    policy, registered with ``ClientPool.register``) needs no preflight.
     """
+    if base_url is not None and not isinstance(clients.get(base_url), HttpModelClient):
+        yield Endpoint(base_url.rstrip("/"), model or "policy")
+        return
     if base_url is not None:
         try:
             served = await clients.http(base_url).preflight(model, auth=auth)

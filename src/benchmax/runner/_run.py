@@ -82,8 +82,14 @@ async def arun(
     env: Environment[Any, Any] | None = None,
     observer: RunObserver | None = None,
     resume: bool = False,
+    clients: ClientPool | None = None,
 ) -> RunResult:
-    """Run (or resume) an eval; returns once every group is stored and filled."""
+    """Run (or resume) an eval; returns once every group is stored and filled.
+
+    ``clients`` is the model client pool to run with (local executor only): a
+    trainer passes one where its policy is registered under ``config.base_url``,
+    so a checkpoint is evaluated through the same engine and store as any model.
+    """
     config = config.with_run_dir()
     assert config.run_dir is not None
     run_dir = config.run_dir
@@ -101,7 +107,7 @@ async def arun(
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
             )
-        executor = make_executor(config, env)
+        executor = make_executor(config, env, clients=clients)
         await executor.start()
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
@@ -162,12 +168,16 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
 
 
-def make_executor(config: RunConfig, env: Environment[Any, Any]) -> GroupExecutor:
+def make_executor(
+    config: RunConfig, env: Environment[Any, Any], *, clients: ClientPool | None = None
+) -> GroupExecutor:
     if config.executor == "ray":
+        if clients is not None:
+            raise ValueError("a client pool of your own runs only on the local executor")
         from benchmax.runner._ray import RayExecutor
 
         return RayExecutor(config)
-    return LocalExecutor(env, config.engine)
+    return LocalExecutor(env, config.engine, clients=clients)
 
 
 def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
