@@ -1,0 +1,121 @@
+"""TRL's ``GRPOTrainer`` with the off-policy correction async generation needs.
+
+With ``async_steps=K`` a step trains on rollouts sampled by weights up to K
+updates old. The rollouts carry the logprobs they were sampled with (TRL
+receives them as ``sampling_per_token_logps``), so each token's loss is
+weighted by the truncated importance ratio ``min(pi_theta / pi_sampler, C)``,
+the correction TRL applies to vLLM rollouts (``vllm_importance_sampling_*``,
+here in ``token_truncate`` mode by default, C = 3.0).
+
+TRL applies that correction only when vLLM generates, and computes it from an
+extra forward pass. With one optimisation pass per batch (``num_iterations=1``)
+``pi_theta`` at the loss is the current model, so here the ratio comes from the
+loss's own forward pass (detached) and is folded into the per-token advantages:
+for the clipped objectives ``min(r A w, clip(r) A w) = w min(r A, clip(r) A)``
+for ``w > 0``, the same loss TRL builds for vLLM, without the extra pass.
+
+Whatever generates, the step logs the ratio (``is_ratio/*``), the share of
+tokens truncated and ``kl/sampler``, the k3 estimate of KL(pi_sampler || pi_theta):
+about 0 for synchronous in-process generation (the token check of the
+logprobs), growing with staleness.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+def importance_weights(
+    log_ratio: torch.Tensor, mask: torch.Tensor, *, mode: str, cap: float | None, floor: float | None = None
+) -> torch.Tensor:
+    """TRL's vLLM importance weights from ``log pi_theta - log pi_sampler`` per token.
+
+    ``*_truncate`` clamps the ratio to ``[floor, cap]``, ``*_mask`` zeroes it
+    outside; ``sequence_*`` uses one ratio per sequence (the product over its
+    tokens). NaN logprobs (unknown) count as ratio 1. Shape: (B, T) for token
+    modes, (B, 1) for sequence modes.
+    """
+    if mode not in IS_MODES:
+        raise ValueError(f"importance sampling mode must be one of {', '.join(IS_MODES)}, got {mode!r}")
+    diff = torch.nan_to_num(log_ratio * mask, nan=0.0)
+    if mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return torch.clamp(ratio, min=floor, max=cap)
+    low = floor if floor is not None else -math.inf
+    high = cap if cap is not None else math.inf
+    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+
+
+def trainer_class() -> type:
+    """The trainer class (built lazily: importing TRL loads torch and transformers)."""
+    from trl import GRPOTrainer
+
+    class BenchmaxGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+        """``GRPOTrainer`` plus the off-policy weights of in-process generation and their metrics."""
+
+        benchmax_correct = True
+        """Apply the importance weights (in-process generation with one pass per batch;
+        TRL does it itself for vLLM)."""
+
+        def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
+            self._benchmax_inputs = inputs
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._benchmax_inputs = None
+
+        def _get_per_token_logps_and_entropies(self, model: Any, *args: Any, **kwargs: Any) -> Any:
+            result = super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+            inputs = getattr(self, "_benchmax_inputs", None)
+            if inputs is not None and kwargs.get("compute_entropy"):
+                # the loss's own forward pass: the first call inside _compute_loss
+                self._benchmax_inputs = None
+                self._benchmax_weigh(inputs, result[0])
+            return result
+
+        def _benchmax_weigh(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
+            sampling = inputs.get("sampling_per_token_logps")
+            if sampling is None:
+                return
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs:
+                mask = mask * inputs["tool_mask"]
+            mask = mask.to(logps.dtype)
+            log_ratio = logps.detach() - sampling
+            known = mask.bool() & ~torch.isnan(sampling)
+            mode = "train" if self.model.training else "eval"
+            if known.any():
+                values = log_ratio[known]
+                ratio = torch.exp(values)
+                cap = self.args.vllm_importance_sampling_clip_max
+                metrics = self._metrics[mode]
+                metrics["is_ratio/mean"].append(ratio.mean().item())
+                metrics["is_ratio/min"].append(ratio.min().item())
+                metrics["is_ratio/max"].append(ratio.max().item())
+                if cap is not None:
+                    metrics["is_ratio/truncated"].append((ratio > cap).float().mean().item())
+                metrics["kl/sampler"].append((torch.expm1(values) - values).mean().item())
+                metrics["tokens/logprob_diff_max"].append(values.abs().max().item())
+            if not self.benchmax_correct or getattr(self, "use_vllm", False):
+                return
+            weights = importance_weights(
+                log_ratio,
+                mask,
+                mode=self.args.vllm_importance_sampling_mode,
+                cap=self.args.vllm_importance_sampling_clip_max,
+                floor=self.args.vllm_importance_sampling_clip_min,
+            )
+            # weigh the advantages as generated, however often TRL hands this batch over
+            advantages = inputs.setdefault("benchmax_advantages", inputs["advantages"])
+            if advantages.dim() == 1:
+                advantages = advantages.unsqueeze(1)
+            inputs["advantages"] = advantages * weights
+
+    return BenchmaxGRPOTrainer
