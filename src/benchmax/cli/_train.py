@@ -157,14 +157,27 @@ def train_command(
             f"trained {result.steps} steps: mean reward {first[1]:.3f} (step {first[0]})"
             f" -> {last[1]:.3f} (step {last[0]})"
         )
-    for label, summary in (("eval before", result.eval_before), ("eval after", result.eval_after)):
-        if summary is not None:
-            typer.echo(f"{label}: {summary.line()}  [{summary.run_dir}]")
+    before, after = result.eval_before, result.eval_after
+    if before is not None and after is not None:
+        typer.echo(f"held-out eval ({after.rollouts} rollouts each), step 0 -> step {result.steps}:")
+        for name in sorted(set(before.means) | set(after.means)):
+            start, end = before.means.get(name), after.means.get(name)
+            change = f" ({end - start:+.3f})" if start is not None and end is not None else ""
+            typer.echo(f"  {name}: {_mean(start)} -> {_mean(end)}{change}")
+        typer.echo(f"  runs: {before.run_dir}, {after.run_dir}")
+    else:
+        for label, summary in (("eval before", before), ("eval after", after)):
+            if summary is not None:
+                typer.echo(f"{label}: {summary.line()}  [{summary.run_dir}]")
     typer.echo(f"run: {result.run_dir}")
     if result.curve is not None:
         typer.echo(f"reward curve: {result.curve}")
     if result.curves:
         typer.echo(f"curves: {result.curves[0].parent} ({', '.join(path.stem for path in result.curves)})")
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 class StepTable:

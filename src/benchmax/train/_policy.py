@@ -456,7 +456,7 @@ def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _cache_argument(model: Any) -> str:
+def cache_argument(model: Any) -> str:
     """transformers 5.x renames ``past_key_values`` to ``cache``; use whichever the model takes."""
     name = getattr(model, "_benchmax_cache_argument", None)
     if name is None:
@@ -474,11 +474,11 @@ def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch
         position_ids=positions,
         use_cache=True,
         logits_to_keep=1,
-        **{_cache_argument(model): cache},
+        **{cache_argument(model): cache},
     )
 
 
-def _cache_of(output: Any) -> Any:
+def cache_of(output: Any) -> Any:
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
 
@@ -508,7 +508,7 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
         output = _forward(
             model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None
         )
-        cache = _cache_of(output)
+        cache = cache_of(output)
         if len(prompts) > 1:
             cache.batch_repeat_interleave(len(prompts))
     tails = [prompt[shared:] for prompt in prompts]
@@ -521,7 +521,7 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
     mask = torch.cat([torch.ones((len(tails), shared), dtype=torch.long, device=device), tail_mask], dim=1)
     positions = (shared + tail_mask.cumsum(1) - 1).clamp(min=0)
     output = _forward(model, ids, mask, positions, cache)
-    cache = _cache_of(output)
+    cache = cache_of(output)
     index = torch.tensor(rows, device=device)
     if len(prompts) != len(items) or rows != list(range(len(items))):
         cache.batch_select_indices(index)
@@ -559,7 +559,7 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
         mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long, device=device)], dim=1)
         last = last + 1
         output = _forward(model, torch.tensor(tokens, device=device)[:, None], mask, last[:, None], cache)
-        cache = _cache_of(output)
+        cache = cache_of(output)
         logits = output.logits[:, -1, :].float()
     return [
         Generation(tuple(generated[row]), tuple(logprobs[row]), finished[row]) for row in range(len(items))

@@ -150,6 +150,8 @@ class TrainResult:
     """One image per reward component, the dead-group share and the IS ratio / KL."""
     eval_before: EvalSummary | None = None
     eval_after: EvalSummary | None = None
+    train_seconds: float = 0.0
+    """Wall time of the training loop (model load, probe and eval excluded)."""
 
     def rewards(self) -> list[tuple[int, float]]:
         """``(step, mean reward)`` for every logged step."""
@@ -228,16 +230,16 @@ def run(session: TrainingSession) -> TrainResult:
     before = after = None
     if session.run_session is None:
         before = _evaluate(session)
-        session.trainer.train(resume_from_checkpoint=True if resume else None)
+        seconds = _train(session, resume)
         after = _evaluate(session)
     else:
         with session.run_session.lifecycle() as stored:
             before = _evaluate(session)
-            session.trainer.train(resume_from_checkpoint=True if resume else None)
-            session.loop.run(session.bridge.aclose_pipeline())
+            seconds = _train(session, resume)
             after = _evaluate(session)
             stored.set_meta(
                 steps=session.trainer.state.global_step,
+                train_seconds=seconds,
                 evals={
                     summary.run_dir.name: {"step": step, "means": dict(summary.means), "rollouts": summary.rollouts}
                     for step, summary in ((0, before), (session.trainer.state.global_step, after))
@@ -257,7 +259,18 @@ def run(session: TrainingSession) -> TrainResult:
         curves=curves,
         eval_before=before,
         eval_after=after,
+        train_seconds=seconds,
     )
+
+
+def _train(session: TrainingSession, resume: bool) -> float:
+    """The training loop alone (no load, no eval); generation ahead of it stops with it."""
+    started = time.perf_counter()
+    try:
+        session.trainer.train(resume_from_checkpoint=True if resume else None)
+    finally:
+        session.loop.run(session.bridge.aclose_pipeline())
+    return time.perf_counter() - started
 
 
 def _evaluate(session: TrainingSession) -> EvalSummary | None:
@@ -566,8 +579,9 @@ def _trainer(
         else:
             # the default (0.9) leaves the trainer no room on a shared GPU
             arguments["vllm_gpu_memory_utilization"] = 0.3
-    else:
-        # in-process rollouts: truncated per-token importance weights (TIS) against staleness
+    if config.vllm is None or config.async_steps:
+        # in-process or stale rollouts: truncated per-token importance weights (TIS); TRL's
+        # default for vLLM (sequence_mask) drops a whole sequence once its ratio passes the cap
         arguments["vllm_importance_sampling_mode"] = "token_truncate"
     arguments.update(config.trl_args)
     trainer = trainer_class()(
