@@ -79,7 +79,7 @@ def test_the_shared_prefix_pass_gives_trls_logprobs_entropies_and_gradients(tiny
     add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
     words = tokenizer("<|im_start|>user\nwhat is two plus three five seven two<|im_end|>", add_special_tokens=False)
     shared = words["input_ids"] * 3  # a long common prefix
-    prompts = [shared + [5, 6], shared + [7], shared + [5, 6, 8, 9]]
+    prompts = [[*shared, 5, 6], [*shared, 7], [*shared, 5, 6, 8, 9]]
     completions = [[10, 11, 12], [13], [14, 15]]
     input_ids, mask, keep = _trl_layout(tokenizer, prompts, completions)
     assert shared_prefix(input_ids, mask, input_ids.size(1) - keep) == len(shared)
