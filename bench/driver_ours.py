@@ -3,7 +3,10 @@
 The runner schedules groups, the engine runs them and the SQLite store writes
 every settled group; the harness samples CPU and loop lag in the same loop.
 ``--path engine`` bypasses runner and store (``Engine.run_group`` in a closed
-loop) to separate the engine's cost from the store's.
+loop) to separate the engine's cost from the store's. ``--base-url`` given
+twice or more spreads the requests over those replicas (the router);
+``--gate off`` swaps each endpoint's health gate for one that does nothing, to
+measure what the gate costs (``bench/gate_cost.py``).
 
     python bench/driver_ours.py --base-url http://127.0.0.1:8000/v1 --in-flight 64
 """
@@ -21,7 +24,8 @@ from pathlib import Path
 import _harness
 from scenario import AddEnv
 
-from benchmax.engine import Engine
+from benchmax.client import EndpointGate
+from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import RolloutOutcome, RolloutRequest
 from benchmax.runner import RunConfig, arun
 
@@ -33,6 +37,23 @@ def _reasons(outcomes: tuple[RolloutOutcome, ...] | list[RolloutOutcome]) -> lis
         else (outcome.termination_reason if outcome.termination_reason != "finished" else "wrong")
         for outcome in outcomes
     ]
+
+
+class _NoGate(EndpointGate):
+    """A gate that is always up and keeps no count: the hot path as if there were no gate."""
+
+    @property
+    def down(self) -> bool:
+        return False
+
+    def success(self) -> None:
+        pass
+
+
+def _without_gate() -> None:
+    import benchmax.client._http as http
+
+    http.EndpointGate = _NoGate  # type: ignore[misc]
 
 
 class _Observer:
@@ -59,6 +80,7 @@ async def _via_runner(args: argparse.Namespace, recorder: _harness.Recorder, run
         model="fake",
         base_url=args.base_url,
         run_dir=run_dir,
+        engine=EngineConfig(max_concurrent_requests=args.max_requests),
     )
     await arun(config, env=AddEnv(examples=groups), observer=_Observer(recorder))
 
@@ -67,13 +89,14 @@ async def _via_engine(args: argparse.Namespace, recorder: _harness.Recorder) -> 
     groups = args.rollouts // args.group_size
     env = AddEnv(examples=groups)
     dataset = list(await env.create_dataset("eval", Path.cwd(), max_examples=groups))
-    engine = Engine(env)
+    engine = Engine(env, EngineConfig(max_concurrent_requests=args.max_requests))
+    base_url = engine.clients.route(args.base_url)
     try:
 
         async def run_group(index: int) -> list[str]:
             example = dataset[index]
             requests = [
-                RolloutRequest(f"eval/{example.id}#{n}", example, "fake", args.base_url, split="eval")
+                RolloutRequest(f"eval/{example.id}#{n}", example, "fake", base_url, split="eval")
                 for n in range(args.group_size)
             ]
             return _reasons((await engine.run_group(requests)).outcomes)
@@ -105,14 +128,19 @@ async def _main(args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--base-url", required=True, action="append", help="give it again for each replica")
     parser.add_argument("--in-flight", type=int, default=64, help="rollouts in flight")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--rollouts", type=int, default=2048)
     parser.add_argument("--path", choices=("runner", "engine"), default="runner")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop instead of asyncio")
     parser.add_argument("--profile", help="write a cProfile of the whole run to this file")
+    parser.add_argument("--max-requests", type=int, default=EngineConfig().max_concurrent_requests,
+                        help="requests on the wire per endpoint (each replica)")
+    parser.add_argument("--gate", choices=("on", "off"), default="on", help="off: a gate that does nothing")
     args = parser.parse_args()
+    if args.gate == "off":
+        _without_gate()
     started = time.perf_counter()
     runner = asyncio.run
     if args.uvloop:
@@ -126,7 +154,10 @@ def main() -> None:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
-    result.update(impl="ours", path=args.path, wall_s=round(time.perf_counter() - started, 2))
+    result.update(
+        impl="ours", path=args.path, gate=args.gate, replicas=len(args.base_url),
+        wall_s=round(time.perf_counter() - started, 2),
+    )  # fmt: skip
     _harness.emit(result)
     os._exit(0)
 

@@ -38,6 +38,7 @@ _METRICS = (
     "group_p50_s",
     "group_p99_s",
     "loop_lag_p99_ms",
+    "loop_iteration_cpu_p99_ms",
 )
 
 
@@ -131,8 +132,8 @@ def _ratio(ours: float | None, ref: float | None, *, higher_is_better: bool) -> 
 def table(cells: dict[tuple[float, int, str], Cell], args: argparse.Namespace) -> str:
     lines = [
         "| latency | in flight | impl | rollouts/s | CPU ms/rollout | peak RSS MB | failures "
-        "| group p50 s | group p99 s | loop lag p99 ms | vs reference (speed, CPU, RSS) |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| group p50 s | group p99 s | loop lag p99 ms | loop iteration CPU p99 ms | vs reference (speed, CPU, RSS) |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for latency in args.latencies:
         for in_flight in args.in_flight:
@@ -157,7 +158,7 @@ def table(cells: dict[tuple[float, int, str], Cell], args: argparse.Namespace) -
                     f"| {_fmt(cell.median('cpu_ms_per_rollout'), 2)} | {_fmt(cell.median('peak_rss_mb'))} "
                     f"| {cell.failures}{errors} | {_fmt(cell.median('group_p50_s'), 3)} "
                     f"| {_fmt(cell.median('group_p99_s'), 3)} | {_fmt(cell.median('loop_lag_p99_ms'))} "
-                    f"| {ratio} |"
+                    f"| {_fmt(cell.median('loop_iteration_cpu_p99_ms'))} | {ratio} |"
                 )
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ else is counted as a failure by the driver.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,12 @@ def prompt(index: int) -> tuple[str, int]:
     return f"What is {a} + {b}? Use the add tool.", a + b
 
 
+def _rows(count: int) -> Iterator[dict[str, Any]]:
+    for index in range(count):
+        question, answer = prompt(index)
+        yield {"prompt_messages": [{"role": "user", "content": question}], "answer": answer}
+
+
 class AddEnv(BaseEnv):
     max_turns = 4
 
@@ -46,11 +53,8 @@ class AddEnv(BaseEnv):
         self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
     ) -> ListDataset:
         count = self.examples if max_examples is None else min(self.examples, max_examples)
-        rows = []
-        for index in range(count):
-            question, answer = prompt(index)
-            rows.append({"prompt_messages": [{"role": "user", "content": question}], "answer": answer})
-        return ListDataset(rows)
+        # rows made one at a time: a million-rollout run's 250k examples are not also held as dicts
+        return ListDataset(_rows(count))
 
     async def list_tools(self) -> list[Tool]:
         return TOOLS
@@ -63,3 +67,33 @@ class AddEnv(BaseEnv):
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         answer = extract_completion_text(rollout.messages).strip()
         return {"correct": float(answer == str(rollout.example_args["answer"]))}
+
+
+class JudgedAddEnv(AddEnv):
+    """``AddEnv`` whose reward asks a model (the fake server) before scoring: a judge-like,
+    I/O-bound reward, for measuring a rescore's bounded concurrency.
+
+    The judge endpoint is read from ``BENCH_JUDGE_URL`` (the fake server's ``/v1``).
+    """
+
+    def __init__(self, examples: int = 1000, **kwargs: Any) -> None:
+        super().__init__(examples, **kwargs)
+        self._session: Any = None
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        import os
+
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        body = {"model": "judge", "messages": [{"role": "user", "content": "What is 1 + 1?"}]}
+        async with self._session.post(f"{os.environ['BENCH_JUDGE_URL']}/chat/completions", json=body) as reply:
+            reply.raise_for_status()
+            await reply.read()
+        return await super().compute_reward(rollout)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        await super().aclose()

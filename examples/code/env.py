@@ -1,10 +1,10 @@
 """Write a program, try it in a sandbox, be scored on hidden tests.
 
 Each task states a stdin/stdout problem with one visible example. The model may
-call ``run_python(code, stdin)`` as often as it likes: the code runs in
-``benchmax.sandbox`` (wall-clock and memory limits, no network, a scrubbed
-environment) inside the rollout's own scratch directory, created by
-``rollout_context`` and removed when the rollout ends, so files a run writes
+call ``run_python(code, stdin)`` as often as it likes: the code runs inside the
+rollout's own sandbox (``benchmax.sandbox``: bubblewrap by default, so no host
+files, no network, wall-clock, memory and disk limits), started by
+``rollout_context`` and stopped when the rollout ends, so files a run writes
 (a helper module, a data file) are there for the next run and for no other
 rollout. The final answer is the last fenced Python block; ``tests_passed`` is
 the fraction of the task's hidden tests it passes, each run in a fresh sandbox.
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +31,7 @@ from benchmax.envs import (
     ToolError,
 )
 from benchmax.rewards import CodeTest, code_pass_rate, extract_code_block, extract_completion_text
-from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
+from benchmax.sandbox import Limits, RolloutSandboxes, SandboxError, SandboxResult, SandboxSpec, run_python_async
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ TOOLS: list[Tool] = [
             "name": "run_python",
             "description": (
                 "Run a Python program and see its exit code, stdout and stderr. It runs in a "
-                "scratch directory that keeps files between runs; no network."
+                "sandbox whose working directory keeps files between runs; no network."
             ),
             "parameters": {
                 "type": "object",
@@ -96,7 +94,9 @@ class CodeEnv(BaseEnv):
             raise ValueError(f"memory_mb must be at least 64 (the interpreter needs it), got {memory_mb!r}")
         self.timeout = float(timeout)
         self.memory_mb = int(memory_mb)
-        self._scratch: dict[str, Path] = {}
+        self._sandboxes = RolloutSandboxes(SandboxSpec(limits=Limits(disk_mb=64, tmp_mb=64)))
+        # fail at load, with the install command, rather than in every rollout
+        _ = self._sandboxes.provider
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def create_dataset(
@@ -106,17 +106,18 @@ class CodeEnv(BaseEnv):
 
     @asynccontextmanager
     async def rollout_context(self, rollout_id: str, example: Example) -> AsyncIterator[None]:
-        scratch = Path(tempfile.mkdtemp(prefix="benchmax-code-")).resolve()
         try:
-            self._scratch[rollout_id] = scratch
-            self._locks[rollout_id] = asyncio.Lock()
-            logger.info("scratch dir for %s at %s", rollout_id, scratch)
-            yield
+            async with self._sandboxes.open(rollout_id) as sandbox:
+                self._locks[rollout_id] = asyncio.Lock()
+                logger.info("sandbox for %s is %s", rollout_id, sandbox.id)
+                yield
+        except SandboxError as exc:
+            raise RolloutFailure("sandbox_error", str(exc)) from exc
         finally:
-            self._scratch.pop(rollout_id, None)
             self._locks.pop(rollout_id, None)
-            # Synchronous on purpose: it must finish even while the task is being cancelled.
-            shutil.rmtree(scratch, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        await self._sandboxes.aclose()
 
     async def list_tools(self) -> list[Tool]:
         return TOOLS
@@ -126,7 +127,7 @@ class CodeEnv(BaseEnv):
             raise ToolError(f"unknown tool {tool_name!r}; the only tool is run_python")
         code = tool_args["code"]
         stdin = tool_args.get("stdin") or ""
-        # One run at a time per rollout: runs share the scratch dir and its main.py.
+        # One run at a time per rollout: runs share the sandbox's workspace and its main.py.
         async with self._locks[rollout_id]:
             try:
                 run = await run_python_async(
@@ -134,7 +135,7 @@ class CodeEnv(BaseEnv):
                     stdin=stdin,
                     timeout=self.timeout,
                     memory_mb=self.memory_mb,
-                    workdir=self._scratch[rollout_id],
+                    sandbox=self._sandboxes[rollout_id],
                 )
             except SandboxError as exc:
                 raise RolloutFailure("sandbox_error", str(exc)) from exc

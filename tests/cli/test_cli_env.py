@@ -20,24 +20,27 @@ def test_validate_prints_every_problem_with_its_location_and_exits_1(tmp_path):
     result = run_cli("validate", tmp_path / "env")
 
     assert result.returncode == 1, result.stdout
-    errors = [line for line in result.stdout.splitlines() if line.startswith("error ")]
+    errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
     assert errors[0] == (
-        f"error {where}.list_tools: CheckedEnv.list_tools()[0] ('add'): function.parameters must describe an "
+        f"error: {where}.list_tools: CheckedEnv.list_tools()[0] ('add'): function.parameters must describe an "
         "object (type: object)"
     )
-    assert errors[1].startswith(f"error {where}.create_dataset('train'): {data / 'train.jsonl'}:1: the payload needs")
-    assert errors[2].startswith(f"error {where}.create_dataset('eval'): {data / 'eval.jsonl'}:2: invalid JSON")
+    assert errors[1].startswith(f"error: {where}.create_dataset('train'): {data / 'train.jsonl'}:1: the payload needs")
+    assert errors[2].startswith(f"error: {where}.create_dataset('eval'): {data / 'eval.jsonl'}:2: invalid JSON")
     assert len(errors) == 3
-    assert "3 problem(s) found" in result.stdout
+    assert "3 problems found" in result.stdout
 
 
-def test_validate_reports_an_import_error_with_file_and_line(tmp_path):
+def test_an_env_that_does_not_load_exits_2_from_validate_as_from_eval(tmp_path):
     env_file = write_checked_env(tmp_path / "env", prelude="\n\nraise RuntimeError('half-written env')")
 
     result = run_cli("validate", tmp_path / "env")
+    evaluated = run_cli("eval", tmp_path / "env", "--run-dir", tmp_path / "run", "--no-progress")
 
-    assert result.returncode == 1
+    assert (result.returncode, evaluated.returncode) == (2, 2)
     assert f"{env_file}:4: importing it raised RuntimeError: half-written env" in result.stdout
+    assert f"{env_file}:4: importing it raised RuntimeError: half-written env" in evaluated.stdout
+    assert not (tmp_path / "run").exists()
 
 
 def test_validate_reports_a_missing_scoring_hook_and_a_missing_data_file(tmp_path):

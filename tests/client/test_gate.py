@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 
 import pytest
 
-from benchmax.client import EndpointDown, EndpointGate, HttpModelClient, RetryPolicy
+from benchmax.client import ClientPool, EndpointDown, EndpointGate, HttpModelClient, RetryPolicy
 from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, Example, ListDataset, RolloutRequest, canonical_example_id
-from benchmax.testing import ScriptedServer, ServerProcess
+from benchmax.testing import ScriptedServer, ServerProcess, free_port
 
 FAST = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
 
@@ -114,3 +116,91 @@ async def test_the_rollout_timeout_leaves_out_the_time_spent_waiting_for_the_end
         finally:
             await engine.aclose()
     assert result.outcomes[0].termination_reason == "finished", result.outcomes[0].error
+
+
+def _body(text: str = "hi") -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": text}]}
+
+
+async def test_a_host_name_that_does_not_resolve_takes_the_endpoint_down_without_spending_retries():
+    client = HttpModelClient("http://nothing-here.invalid:8000/v1", retry=FAST, max_outage=0.5)
+    try:
+        with pytest.raises(EndpointDown, match=r"nothing-here.invalid.*past the outage budget of 0.5 s"):
+            await asyncio.wait_for(client.chat(_body()), 20)
+    finally:
+        await client.aclose()
+    (outage,) = client.gate.all_outages()
+    assert "ClientConnectorDNSError" in outage.cause and outage.failed
+    assert not client.stats.retries and client.stats.failures == {"endpoint_down": 1}
+
+
+async def test_an_endpoint_that_answers_probes_but_fails_every_request_is_one_outage_with_growing_backoff():
+    with ScriptedServer(policy=lambda body: {"status": 500, "message": "engine dead"}) as server:
+        client = HttpModelClient(server.base_url, retry=RetryPolicy(backoff_initial=0.01, backoff_max=0.02))
+        client.gate = EndpointGate(client.base_url, probe=client.probe, max_outage=2.0, probe_initial=0.05)
+        try:
+            results = await asyncio.wait_for(
+                asyncio.gather(*(client.chat(_body(f"q{i}")) for i in range(6)), return_exceptions=True), 30
+            )
+        finally:
+            await client.aclose()
+        requests = server.counts["requests"]
+    assert all(isinstance(result, EndpointDown) for result in results), results
+    (outage,) = client.gate.all_outages()  # each failure right after a probe said "back" goes on with it
+    assert outage.failed and outage.cause.startswith("HTTP 500")
+    assert sum(client.stats.retries.values()) <= 2, "only the failures before the trip took the retry path"
+    # The first round, then one per probe that said "back": probes 0.05, 0.1, 0.2, ... s apart fit
+    # at most 6 times in the 2 s budget. A backoff that restarted at 0.05 s every round would make ~40.
+    assert requests <= 6 * 7, requests
+
+
+async def test_a_server_that_accepts_no_connection_is_found_down_by_the_connect_timeout():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # fill the accept queue: later connection attempts get no answer at all
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    client = HttpModelClient(f"http://127.0.0.1:{port}/v1", retry=FAST, timeout=60, connect_timeout=0.3)
+    client.gate = EndpointGate(client.base_url, probe=client.probe, max_outage=1.0)
+    try:
+        with pytest.raises(EndpointDown, match=r"no connection within 0\.3s"):
+            await asyncio.wait_for(client.chat(_body()), 20)
+    finally:
+        await client.aclose()
+        for sock in [listener, *fillers]:
+            sock.close()
+    assert not client.stats.retries
+
+
+def test_a_pool_closed_while_its_endpoint_is_down_carries_on_with_the_same_outage_when_used_again():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    pool = ClientPool(retry=FAST, max_outage=60)
+
+    async def while_down() -> None:
+        waiting = asyncio.ensure_future(pool.get(url).chat(_body()))
+        while not pool.gate(url).waiting:
+            await asyncio.sleep(0.01)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        await pool.aclose()
+
+    async def once_back() -> str:
+        try:
+            result = await asyncio.wait_for(pool.get(url).chat(_body("again")), 30)
+        finally:
+            await pool.aclose()
+        return result.message["content"]
+
+    asyncio.run(while_down())
+    assert pool.gate(url).down, "closing the pool does not forget that its endpoint is down"
+    with ServerProcess(port=port):
+        assert asyncio.run(once_back()) == "echo: again", "a new event loop probes the endpoint again"
+    (outage,) = pool.outages()
+    assert outage.ended_at is not None and outage.held == 2

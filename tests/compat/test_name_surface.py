@@ -131,7 +131,49 @@ SURFACE: dict[str, list[str]] = {
         "tool_call_efficiency",
     ],
     "benchmax.sft": ["SFT_DATASET_FORMAT", "SftDataset", "SftDatasetError", "SftIssue"],
-}
+    "benchmax.envs.base.dataset": ["JsonRow", "JsonlDataset", "resolve_dataset_path"],
+    "benchmax.envs.base.env": ["BaseEnv", "BaseRollout"],
+    "benchmax.envs.base.openai_types": ["Message", "Messages", "Tool"],
+    "benchmax.rewards.adaptive": [
+        "AdaptiveRubrics", "RubricCache", "generate_adaptive_rubrics", "generate_and_cache_adaptive_rubrics",
+        "prompt_key",
+    ],
+    "benchmax.rewards.deterministic": [
+        "Completion", "citation_score", "clip01", "count_search_calls", "extract_answer_block",
+        "extract_completion_text", "overlap_reward", "percent_of_text_a_in_text_b", "search_within_budget",
+        "tool_call_efficiency",
+    ],
+    "benchmax.rewards.diversity": [
+        "ClusterResult", "DiversityConfig", "LLMDiversityConfig", "NgramDiversityConfig", "cluster_texts",
+        "scale_by_diversity",
+    ],
+    "benchmax.rewards.judge": ["Judge", "JudgeError"],
+    "benchmax.rewards.prompts": [
+        "build_adaptive_rubric_prompt", "build_diversity_prompt", "build_rubric_evaluation_prompt",
+        "build_rubric_ranking_prompt",
+    ],
+    "benchmax.rewards.rubric": [
+        "RankingAnchor", "Rubric", "RubricEvaluation", "RubricPolarity", "RubricRanking", "evaluate_rubric_ranking",
+        "evaluate_single_rubric",
+    ],
+    "benchmax.rewards.scoring": ["rank_group_rubrics", "rubric_reward_key", "score_group_rubrics", "score_rubrics"],
+    "benchmax.rag.embed": ["DEFAULT_EMBED_MODEL", "OpenAIEmbedder"],
+    "benchmax.rag.env": [
+        "RagEnv", "RagSourceScores", "canonicalize_source_id", "canonicalize_source_id_loose", "extract_answer_block",
+        "extract_reference_ids", "extract_source_ids", "judge_answer_quality", "parse_citations",
+        "score_citation_grounding",
+        "score_citations", "score_rag_sources", "score_retrieval_sources", "score_search_efficiency",
+    ],
+    "benchmax.rag.search": ["SearchClient", "SearchResult"],
+    "benchmax.sft.dataset": ["SFT_DATASET_FORMAT", "SftDataset"],
+    "benchmax.sft.issues": ["SftDatasetError", "SftIssue"],
+    "benchmax.sft.rows": [
+        "MAX_MESSAGES", "MAX_METADATA_BYTES", "MAX_ROW_BYTES", "MAX_TOOLS", "RESERVED_METADATA_PREFIX", "validate_row",
+    ],
+    "benchmax.sft.strict_json": [
+        "MAX_JSON_DEPTH", "StrictJsonError", "canonical_json_bytes", "check_json_tree", "parse_strict_json",
+    ],
+}  # fmt: skip
 
 # Names 0.2.5 exports from several modules; there, each is one object.
 SHARED = [

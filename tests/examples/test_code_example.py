@@ -1,4 +1,4 @@
-"""examples/code: a sandboxed run_python tool, hidden tests as the reward, scratch dirs that vanish."""
+"""examples/code: a sandboxed run_python tool, hidden tests as the reward, sandboxes that vanish."""
 
 from __future__ import annotations
 
@@ -15,9 +15,30 @@ from benchmax.envs import DatasetError, RolloutRequest
 from benchmax.testing import ScriptedServer
 
 
-def scratch_dirs(outcome) -> list[Path]:
-    found = [re.fullmatch(r"scratch dir for .+ at (.+)", entry.message) for entry in outcome.logs]
-    return [Path(match.group(1)) for match in found if match]
+def sandbox_ids(outcome) -> list[str]:
+    found = [re.fullmatch(r"sandbox for .+ is (\w+)", entry.message) for entry in outcome.logs]
+    return [match.group(1) for match in found if match]
+
+
+def running(sandbox_id: str) -> bool:
+    """Whether any host process still belongs to that sandbox (its id is in their environment)."""
+    needle = f"BENCHMAX_SANDBOX_ID={sandbox_id}".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            mine = entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0")
+            if mine and (entry / "stat").read_text().rpartition(")")[2].split()[0] != "Z":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+async def gone(sandbox_id: str) -> bool:
+    for _ in range(200):
+        if not running(sandbox_id):
+            return True
+        await asyncio.sleep(0.05)
+    return False
 
 
 def turns(steps: list[dict]):
@@ -58,9 +79,9 @@ async def test_a_model_that_tries_then_answers_with_a_correct_program_passes_eve
         assert outcome.rewards == {"tests_passed": 1.0}, outcome.messages
         (result,) = tool_results(outcome)
         assert orjson.loads(result)["exit_code"] == 0
-        (scratch,) = scratch_dirs(outcome)
-        assert scratch.name.startswith("benchmax-code-") and not scratch.exists()
-    assert env._scratch == {} and env._locks == {}
+        (sandbox,) = sandbox_ids(outcome)
+        assert await gone(sandbox)
+    assert len(env._sandboxes) == 0 and env._locks == {}
 
 
 async def test_wrong_or_missing_programs_score_zero(load_example, example_dir, make_engine):
@@ -83,9 +104,7 @@ async def test_the_reward_is_the_fraction_of_hidden_tests_passed(load_example, e
     assert outcome.rewards == {"tests_passed": expected / len(dataset[0].payload["tests"])}
 
 
-async def test_sandbox_limits_come_back_as_tool_errors_and_the_rollout_goes_on(
-    load_example, example_dir, make_engine
-):
+async def test_sandbox_limits_come_back_as_tool_errors_and_the_rollout_goes_on(load_example, example_dir, make_engine):
     env = load_example("code")(timeout=1.0, memory_mb=128)
     dataset = await env.create_dataset("train", example_dir("code"), max_examples=1)
     steps = [
@@ -93,7 +112,7 @@ async def test_sandbox_limits_come_back_as_tool_errors_and_the_rollout_goes_on(
         run("data = bytearray(1024 * 1024 * 1024)"),
         run("import sys\nsys.stdout.write('x' * 4_000_000)"),
         run("import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=1)"),
-        run("open('/tmp/benchmax-code-escape.txt', 'w')"),
+        run("open('/etc/benchmax-code-escape.txt', 'w')"),
         run("raise SystemExit(3)"),
         {"content": "```python\nprint(sum(map(int, input().split())))\n```"},
     ]
@@ -107,11 +126,12 @@ async def test_sandbox_limits_come_back_as_tool_errors_and_the_rollout_goes_on(
     network = orjson.loads(results[3])
     assert network["exit_code"] != 0 and "Error" in network["stderr"]
     escape = orjson.loads(results[4])
-    assert escape["exit_code"] != 0 and not Path("/tmp/benchmax-code-escape.txt").exists()
+    assert escape["exit_code"] != 0 and "Read-only file system" in escape["stderr"]
+    assert not Path("/etc/benchmax-code-escape.txt").exists()
     assert orjson.loads(results[5]) == {"exit_code": 3, "stdout": "", "stderr": ""}
     assert outcome.rewards == {"tests_passed": 1.0}
-    (scratch,) = scratch_dirs(outcome)
-    assert not scratch.exists()
+    (sandbox,) = sandbox_ids(outcome)
+    assert await gone(sandbox)
 
 
 async def test_files_persist_between_runs_of_one_rollout_and_no_further(load_example, example_dir):
@@ -122,13 +142,13 @@ async def test_files_persist_between_runs_of_one_rollout_and_no_further(load_exa
         assert (await env.run_tool("a", "run_python", code="import helper\nprint(helper.ANSWER)"))["stdout"] == "42\n"
         other = await env.run_tool("b", "run_python", code="import helper")
         assert other["exit_code"] == 1 and "ModuleNotFoundError" in other["stderr"]
-        roots = [env._scratch["a"], env._scratch["b"]]
-        assert (roots[0] / "helper.py").is_file()
-    assert roots[0] != roots[1]
-    assert not any(root.exists() for root in roots)
+        ids = [env._sandboxes["a"].id, env._sandboxes["b"].id]
+        assert (await env._sandboxes["a"].read_file("helper.py")) == b"ANSWER = 42"
+    assert ids[0] != ids[1]
+    assert all([await gone(sandbox) for sandbox in ids])
 
 
-async def test_the_scratch_dir_is_removed_when_the_model_fails_or_the_rollout_is_cancelled(
+async def test_the_sandbox_is_stopped_when_the_model_fails_or_the_rollout_is_cancelled(
     load_example, example_dir, make_engine
 ):
     env = load_example("code")()
@@ -136,19 +156,19 @@ async def test_the_scratch_dir_is_removed_when_the_model_fails_or_the_rollout_is
     with ScriptedServer(lambda body: {"status": 500}) as server:
         (failed,) = await run_all(env, dataset, server, make_engine, EngineConfig(retry=RetryPolicy(max_attempts=1)))
     assert failed.termination_reason == "model_error"
-    assert not any(path.exists() for path in scratch_dirs(failed))
+    assert all([await gone(sandbox) for sandbox in sandbox_ids(failed)])
     with ScriptedServer(lambda body: {"sleep": 30, "content": "late"}) as server:
         task = asyncio.create_task(
             make_engine(env).run_group([RolloutRequest("c", dataset[0], "scripted", server.base_url)])
         )
         while not server.requests:
             await asyncio.sleep(0.01)
-        scratch = env._scratch["c"]
+        sandbox = env._sandboxes["c"].id
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    assert not scratch.exists()
-    assert env._scratch == {}
+    assert await gone(sandbox)
+    assert len(env._sandboxes) == 0
 
 
 async def test_a_task_with_a_malformed_test_fails_at_load_with_file_and_line(load_example, tmp_path):

@@ -37,6 +37,7 @@ CALLS: dict[str, list[dict[str, Any]]] = {
     "mcp_notes": [{"name": "list_notes", "arguments": {}}],
     "search": [{"name": "search", "arguments": {"query": "harbour"}}],
     "sql": [{"name": "list_tables", "arguments": {}}],
+    "swe": [{"name": "shell", "arguments": {"command": "ls"}}],
     "workspace": [{"name": "list_files", "arguments": {}}],
 }
 """One valid call per tool env, a single token of the tiny model, so its tools really run."""
@@ -63,9 +64,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_gallery_is_discovered():
-    assert {"math", "workspace", "ranking", "format", "reasoning_gym", "code", "sql", "search", "mcp_notes"} <= set(
-        GALLERY
-    )
+    shipped = {"math", "workspace", "ranking", "format", "reasoning_gym", "code", "sql", "search", "mcp_notes", "swe"}
+    assert shipped <= set(GALLERY)
 
 
 @pytest.mark.parametrize("name", GALLERY)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import playwright.sync_api as playwright_api
 import pytest
 import uvicorn
@@ -141,7 +142,7 @@ def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server,
 def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
     page: object, server: _Server, runs_dir: Path, shots: Path
 ) -> None:
-    from benchmax.store.queries import RunQueries
+    from benchmax.store import RunQueries
 
     with RunQueries(runs_dir / "a") as run:
         row = run.rollouts(sort="num_tool_calls", descending=True, limit=1).rows[0]
@@ -172,7 +173,7 @@ def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
 
 
 def test_a_script_payload_in_a_model_reply_stays_inert_text(page: object, server: _Server, runs_dir: Path) -> None:
-    from benchmax.store.queries import RolloutFilter, RunQueries
+    from benchmax.store import RolloutFilter, RunQueries
 
     with RunQueries(runs_dir / "a") as run:
         row = run.rollouts(RolloutFilter(text="window.__xss"), limit=1).rows[0]
@@ -254,3 +255,58 @@ def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page
         assert not page.errors
     finally:
         served.stop()
+
+
+def _ids(page: object, url: str, view: str = "run") -> list[str]:
+    _open(page, url, view)
+    page.wait_for_selector("table.grid")  # type: ignore[attr-defined]
+    return page.locator("table.grid tbody a.id").all_text_contents()  # type: ignore[attr-defined]
+
+
+def test_the_static_export_answers_every_table_query_as_the_server_does(
+    page: object, server: _Server, runs_dir: Path, tmp_path: Path
+) -> None:
+    from benchmax.inspector import export_static
+
+    bundle = export_static(runs_dir, tmp_path / "bundle").parent
+    api = httpx.Client(base_url=server.base)
+    rollouts = api.get("/api/runs/a/rollouts", params={"limit": 500}).json()["rows"]
+    example = rollouts[0]["example_id"]
+    group = rollouts[4]["group_id"]
+    word = rollouts[0]["final_text"].split()[0]
+    queries = [
+        {"tab": "rollouts"},
+        {"tab": "rollouts", "reason": "finished"},
+        {"tab": "rollouts", "reason": "model_error"},
+        {"tab": "rollouts", "failed": "1"},
+        {"tab": "rollouts", "failed": "0", "sort": "reward", "desc": "1"},
+        {"tab": "rollouts", "example": example},
+        {"tab": "rollouts", "group": group},
+        {"tab": "rollouts", "c": "correct", "cmin": "1"},
+        {"tab": "rollouts", "c": "format", "cmax": "0.3", "sort": "seconds"},
+        {"tab": "rollouts", "q": word},
+        {"tab": "rollouts", "q": example[:12]},
+        {"tab": "rollouts", "sort": "c:format", "desc": "1"},
+        {"tab": "rollouts", "sort": "num_turns"},
+        {"tab": "rollouts", "sort": "final_text", "desc": "1", "limit": "25", "offset": "5"},
+        {"tab": "groups"},
+        {"tab": "groups", "no_signal": "1"},
+        {"tab": "groups", "sort": "std", "desc": "1"},
+        {"tab": "groups", "sort": "order", "desc": "1"},
+        {"tab": "groups", "example": example},
+        {"tab": "examples", "sort": "pass_rate", "desc": "1"},
+        {"tab": "examples", "sort": "mean_reward"},
+        {"tab": "examples", "q": example[8:14]},
+    ]
+    static_page = (bundle / "runs" / "a" / "index.html").as_uri()
+    for query in queries:
+        search = "&".join(f"{key}={quote(value, safe='')}" for key, value in query.items())
+        served = _ids(page, f"{server.base}/runs/a?{search}")
+        exported = _ids(page, f"{static_page}?{search}")
+        kind = query["tab"]
+        params = {key: value for key, value in query.items() if key != "tab"}
+        key = {"rollouts": "rollout_id", "groups": "group_id", "examples": "example_id"}[kind]
+        answered = [row[key] for row in api.get(f"/api/runs/a/{kind}", params={"limit": 50, **params}).json()["rows"]]
+        assert exported == served == answered, query
+        may_be_empty = ({"tab": "rollouts", "reason": "model_error"}, {"tab": "groups", "no_signal": "1"})
+        assert served or query in may_be_empty, query

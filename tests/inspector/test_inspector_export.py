@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from benchmax.cli._inspect import inspect_command
 from benchmax.inspector import export_static
 from benchmax.inspector.export import file_name
-from benchmax.store.queries import RunQueries
+from benchmax.store import RunQueries
 
 
 def test_export_writes_a_page_per_run_group_and_rollout(runs_dir: Path, tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_a_stop_signal_during_long_tool_calls_stops_promptly_exits_every_context
 
 
 def test_a_kill_while_the_store_is_being_created_leaves_no_run_and_the_same_command_starts_it(tmp_path, server):
-    from benchmax.store import schema
+    from benchmax.store import _schema as schema
 
     crashkit.write_split(tmp_path / "data", crashkit.rows(2))
     run_dir, log = tmp_path / "run", tmp_path / "eval.log"
@@ -162,7 +162,7 @@ def test_a_kill_while_the_store_is_being_created_leaves_no_run_and_the_same_comm
 
 
 def test_resuming_a_store_without_its_configuration_says_what_to_do(tmp_path):
-    from benchmax.store import schema
+    from benchmax.store import _schema as schema
 
     run_dir, log = tmp_path / "run", tmp_path / "eval.log"
     run_dir.mkdir()

@@ -105,20 +105,6 @@ def write_rows(directory: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    import ray
-
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        ignore_reinit_error=True,
-        logging_level=logging.WARNING,
-    )
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def model_server() -> Iterator[ScriptedServer]:
     with ScriptedServer() as running:
         yield running

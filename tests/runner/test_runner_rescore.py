@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from runkit import ENV_FILE, events, row, write_split
 
 from benchmax import open_run
+from benchmax.envs import EnvDefinitionError
 from benchmax.runner import RunConfig, arescore, arun
 
 ANCHOR = 'rewards = {"correct": float(answer == rollout.example_args["answer"])}'
@@ -103,3 +105,30 @@ async def test_rescoring_into_a_default_directory_names_it_after_the_source(tmp_
     assert target.parent == tmp_path and target.name.startswith("base-rescored-")
     with open_run(target) as run:
         assert [record.rewards for record in run.rollouts()] == [{"correct": 1.0}]
+
+
+async def test_a_rescore_that_breaks_is_marked_failed_with_the_reason_not_left_running(tmp_path, server):
+    source = ENV_FILE.read_text()
+    env_file = tmp_path / "env.py"
+    env_file.write_text(source)
+    write_split(tmp_path / "data", [row("4", "right")])
+    config = RunConfig(
+        env=f"{env_file}:ScoredEnv", data_dir=tmp_path / "data", base_url=server.base_url, model="scripted",
+        run_dir=tmp_path / "before",
+    )  # fmt: skip
+    await arun(config)
+    # The reward code now declares a tool whose schema is broken: the rescore cannot start.
+    bad_tools = (
+        "    async def list_tools(self):\n"
+        "        return [{'type': 'function', 'function': {'name': 'x', 'parameters': {'type': 'array'}}}]\n"
+    )
+    broken = source.replace("class ScoredEnv(BaseEnv):", "class ScoredEnv(BaseEnv):\n" + bad_tools, 1)
+    env_file.write_text(broken)
+
+    with pytest.raises(EnvDefinitionError, match="must describe an object"):
+        await arescore(tmp_path / "before", run_dir=tmp_path / "after")
+
+    with open_run(tmp_path / "after") as run:
+        assert run.meta["status"] == "failed"
+        assert "must describe an object" in run.meta["error"]
+        assert run.meta["kind"] == "rescore"

@@ -26,7 +26,7 @@ async def test_a_well_formed_env_has_no_problems_and_notes_what_was_checked(tmp_
 
     assert report.ok, _lines(report)
     assert f"loaded {env_file.resolve()}:CheckedEnv" in report.notes
-    assert {"0 tools: none", "train: 1 examples checked", "eval: 1 examples checked"} <= set(report.notes)
+    assert {"0 tools: none", "train: 1 example checked", "eval: 1 example checked"} <= set(report.notes)
 
 
 async def test_an_import_error_is_reported_with_the_file_and_line(tmp_path):
@@ -128,3 +128,100 @@ async def test_with_a_failing_model_each_rollout_failure_is_a_problem(tmp_path, 
 
     assert [p.where.rsplit(" ", 1)[1] for p in report.problems] == ["validate#0", "validate#1"]
     assert all(p.message.startswith("model_error: ") for p in report.problems)
+
+
+def _env(directory, body: str, lines: dict[str, str] | None = None):
+    """An env file of this test's own, with data files (default: one good line per split)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    header = "from contextlib import asynccontextmanager\nfrom benchmax.envs import BaseEnv, JsonlDataset\n\n\n"
+    (directory / "env.py").write_text(header + body)
+    for split, text in (lines or {"train": GOOD_LINE + "\n", "eval": GOOD_LINE + "\n"}).items():
+        (directory / f"{split}.jsonl").write_text(text)
+    return (directory / "env.py").resolve()
+
+
+DATA = """
+class NewcomerEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
+"""
+
+
+async def test_a_reward_written_without_async_is_found_with_its_line(tmp_path):
+    env_file = _env(tmp_path / "env", DATA + "\n    def compute_reward(self, rollout):\n        return {'ok': 1.0}\n")
+
+    report = await _validate(tmp_path / "env")
+
+    assert f"{env_file}:12: hook compute_reward must be defined with `async def` (benchmax awaits it)" in _lines(report)
+
+
+async def test_a_rollout_context_without_its_decorator_is_found(tmp_path):
+    body = DATA + (
+        "\n    async def compute_reward(self, rollout):\n        return {'ok': 1.0}\n"
+        "\n    async def rollout_context(self, rollout_id, example):\n        yield\n"
+    )
+    _env(tmp_path / "env", body)
+
+    report = await _validate(tmp_path / "env")
+
+    assert any("rollout_context must be an async context manager" in line for line in _lines(report))
+
+
+async def test_a_reward_that_reads_a_field_some_rows_lack_is_found_without_a_model(tmp_path, server):
+    reads = "return {'ok': float(rollout.example_args['answer'] == 'x')}"
+    body = DATA + f"\n    async def compute_reward(self, rollout):\n        {reads}\n"
+    rows = GOOD_LINE + "\n" + '{"prompt_messages": [{"role": "user", "content": "no answer field"}]}\n'
+    env_file = _env(tmp_path / "env", body, {"train": GOOD_LINE + "\n", "eval": rows})
+
+    report = await _validate(tmp_path / "env")
+
+    (problem,) = report.problems
+    assert problem.where.endswith("NewcomerEnv.compute_reward (eval example 1)")
+    assert problem.message == f"raised KeyError: 'answer' (at {env_file}:13)"
+    assert server.counts["requests"] == 0
+
+
+async def test_a_reward_that_returns_a_string_is_found_without_a_model(tmp_path):
+    _env(tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 'yes'}\n")
+
+    report = await _validate(tmp_path / "env")
+
+    assert {p.message for p in report.problems} == {"compute_reward returned 'ok'='yes' (str); rewards must be numbers"}
+    assert len(report.problems) == 2, "one per split"
+
+
+async def test_a_misspelt_role_and_a_required_property_that_is_not_declared_are_found(tmp_path):
+    schema = '{"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a", "b"]}'
+    tools = f'[{{"type": "function", "function": {{"name": "add", "parameters": {schema}}}}}]'
+    body = DATA + (
+        f"\n    async def list_tools(self):\n        return {tools}\n"
+        "\n    async def compute_reward(self, rollout):\n        return {'ok': 1.0}\n"
+    )
+    usr = '{"prompt_messages": [{"role": "usr", "content": "hi"}]}\n'
+    _env(tmp_path / "env", body, {"train": GOOD_LINE + "\n", "eval": usr})
+
+    report = await _validate(tmp_path / "env")
+
+    lines = _lines(report)
+    assert any(
+        line.endswith("tool 'add' requires ['b'], which its parameters' properties do not declare")
+        for line in lines
+    )
+    assert any(
+        "eval.jsonl:1: prompt_messages[0].role 'usr' is not a chat role; use one of system, developer" in line
+        for line in lines
+    )
+    assert len(lines) == 2
+
+
+async def test_every_bad_line_of_a_file_is_reported_not_only_the_first(tmp_path):
+    body = DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 1.0}\n"
+    bad = GOOD_LINE + "\n{oops\n[1]\n" + GOOD_LINE + "\n{again\n"
+    _env(tmp_path / "env", body, {"train": GOOD_LINE + "\n", "eval": bad})
+
+    report = await _validate(tmp_path / "env")
+
+    found = [line.split("eval.jsonl:")[1].split(":")[0] for line in _lines(report)]
+    assert found == ["2", "3", "5"]

@@ -84,9 +84,11 @@ def test_pass_rates_groups_reasons_latency_and_tokens_match_the_hand_count(run_d
     # Totals after the fill: 1.5 1.5 | 1 0 | 0 1; a rollout passes at >= 1.0.
     assert (stats.rollouts, stats.scored, stats.failures, stats.passed) == (6, 5, 1, 4)
     assert stats.pass_rate == pytest.approx(4 / 6)
+    # The lowest pass rates first, ties by id.
     assert [(e.example_id, e.passed, e.total, e.rate) for e in stats.examples] == [
-        ("e1", 2, 2, 1.0), ("e2", 1, 2, 0.5), ("e3", 1, 2, 0.5)
+        ("e2", 1, 2, 0.5), ("e3", 1, 2, 0.5), ("e1", 2, 2, 1.0)
     ]  # fmt: skip
+    assert stats.example_count == 3
     assert (stats.groups, stats.groups_no_signal) == (3, 1)
     assert dict(stats.reasons) == {"finished": 4, "model_error": 1, "output_exceeded": 1}
     assert dict(stats.errors) == {"model_error": 1}
@@ -140,3 +142,22 @@ def test_a_run_of_single_rollout_groups_reports_learning_signal_as_not_applicabl
     console = Console(record=True, width=160)
     render_summary(console, stats)
     assert "n/a: one rollout per group" in console.export_text()
+
+
+def test_the_figures_kept_at_close_are_the_figures_computed_afresh(run_dir, tmp_path):
+    import shutil
+    import sqlite3
+
+    from benchmax.store import RunQueries
+
+    fresh = tmp_path / "fresh"
+    shutil.copytree(run_dir, fresh)
+    with sqlite3.connect(fresh / "run.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM figures").fetchone()[0] == 2, "the writer kept its figures"
+        conn.execute("DELETE FROM figures")
+    with open_run(run_dir) as kept, open_run(fresh) as computed:
+        assert kept.stats() == computed.stats()
+        assert kept.stats(pass_threshold=0.5) == computed.stats(pass_threshold=0.5)
+    with RunQueries(run_dir) as kept, RunQueries(fresh) as computed:
+        assert kept.overview() == computed.overview()
+        assert kept.distributions() == computed.distributions()

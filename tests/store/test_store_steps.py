@@ -5,8 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from benchmax.runner import RunSession
-from benchmax.store import Run
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME, Run
 
 
 def test_step_metrics_are_kept_in_step_order_and_a_rewritten_step_replaces_its_row(tmp_path):

@@ -9,7 +9,6 @@ import sqlite3
 from functools import partial
 from pathlib import Path
 
-import orjson
 import pytest
 import torch
 from calculator_env import CalculatorEnv
@@ -18,7 +17,7 @@ from signal_env import SignalEnv
 from benchmax.engine import Engine
 from benchmax.envs import SamplingParams
 from benchmax.runner import RunSession
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME, Run
 from benchmax.train import POLICY_URL
 from benchmax.train._policy import InProcessPolicy
 from benchmax.train._rewards import component_reward, zero_fill
@@ -199,9 +198,9 @@ def test_async_generation_runs_ahead_by_at_most_k_steps_and_records_each_turns_p
         assert all(batch.step - 1 <= version <= batch.step for version in versions)
         assert batch.metrics["policy/staleness_max"] <= 1
     assert any(batch.metrics["policy/staleness_max"] == 1 for batch in batches[1:])
-    with sqlite3.connect(tmp_path / "run" / DB_NAME) as conn:
-        stored = [orjson.loads(turns) for (turns,) in conn.execute("SELECT turns FROM rollouts")]
-    assert all(turn["policy_version"] is not None for turns in stored for turn in turns)
+    with Run(tmp_path / "run") as run:
+        stored = [rollout.turns for rollout in run.rollouts()]
+    assert stored and all(turn["policy_version"] is not None for turns in stored for turn in turns)
 
 
 def test_synchronous_steps_generate_when_asked_from_the_current_version(tiny, tmp_path):

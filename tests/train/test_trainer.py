@@ -6,12 +6,12 @@ import sqlite3
 from pathlib import Path
 
 import orjson
+import pytest
 import torch
 from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
 
-from benchmax.store import Run
-from benchmax.store.schema import DB_NAME
+from benchmax.store import DB_NAME, Run
 from benchmax.train import build, run
 
 ENV_FILE = str(Path(__file__).with_name("calculator_env.py"))
@@ -217,3 +217,26 @@ def test_eval_before_and_after_training_go_through_the_runners_eval_path(tiny_mo
         assert set(summary.means) >= {"short"}
     with Run(result.run_dir) as stored:
         assert set(stored.meta["evals"]) == {"eval-step0", "eval-step2"}
+
+
+def test_a_training_that_breaks_is_marked_failed_with_the_reason_not_left_running(tiny_model_dir, tool_bias, tmp_path):
+    from transformers import TrainerCallback
+
+    from benchmax.store import open_run
+
+    class BreakAfterFirstStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            raise RuntimeError("the GPU fell off the bus")
+
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3)
+    session.trainer.add_callback(BreakAfterFirstStep())
+    try:
+        with pytest.raises(RuntimeError, match="fell off the bus"):
+            run(session)
+    finally:
+        session.close()
+    with open_run(tmp_path / "run") as stored:
+        assert stored.meta["kind"] == "train"
+        assert stored.meta["status"] == "failed"
+        assert stored.meta["error"] == "RuntimeError: the GPU fell off the bus"
+        assert len(stored) == 8, "the step that ran is stored"

@@ -23,6 +23,9 @@ from benchmax.bundle._artifact import (
 )
 from benchmax.bundle._capture import dump_bundle, load_bundle, unregistered_local_refs
 
+# 0.2.5 also exposed these names at this path (imported there); code may import them from it.
+from benchmax.envs import Environment, RolloutAttempt  # noqa: F401
+
 __all__ = [
     "Bundle",
     "BundleMetadata",

@@ -12,12 +12,14 @@ from importlib.metadata import PackageNotFoundError, version
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from benchmax.errors import BenchmaxError
 
-class BundlingError(Exception):
+
+class BundlingError(BenchmaxError):
     """The env could not be bundled, or a bundle's payload is not a usable env."""
 
 
-class IncompatibleRuntimeError(Exception):
+class IncompatibleRuntimeError(BenchmaxError):
     """The bundle was made for another Python or benchmax than the one loading it."""
 
 

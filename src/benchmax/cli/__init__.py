@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
+from benchmax import __version__
 from benchmax.cli._env import init_command, validate_command
 from benchmax.cli._eval import eval_command
 from benchmax.cli._runs import diff_command, export_command, rescore_command
@@ -17,6 +19,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"benchmax {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, expose_value=False, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Run RL environments for LLMs: eval, keep and inspect rollouts, train."""
+
+
 app.command("eval")(eval_command)
 app.command("validate")(validate_command)
 app.command("init")(init_command)
@@ -33,6 +55,12 @@ def _register_optional() -> None:
         pass
     else:
         app.command("inspect")(inspect_command)
+    try:
+        from benchmax.cli._serve import serve_command
+    except ImportError:
+        pass
+    else:
+        app.command("serve")(serve_command)
     try:
         from benchmax.cli._train import train_command
     except ImportError:

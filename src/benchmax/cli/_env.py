@@ -9,8 +9,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from benchmax.cli._eval import parse_env_args
+from benchmax.cli._options import DataDir, EnvArgs, EnvArgument, parse_env_args
+from benchmax.cli._output import error_line
 from benchmax.envs import EnvSpec
 from benchmax.runner import validate_env
 
@@ -18,9 +20,9 @@ console = Console()
 
 
 def validate_command(
-    env: Annotated[str, typer.Argument(help="path/to/file.py:Class, package.module:Class or a directory.")],
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value.")] = [],  # noqa: B006
-    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset.")] = None,
+    env: EnvArgument,
+    env_arg: EnvArgs = [],  # noqa: B006
+    data_dir: DataDir = None,
     max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
     base_url: Annotated[str | None, typer.Option(help="Also run one group against this endpoint.")] = None,
     model: Annotated[str, typer.Option()] = "default",
@@ -39,12 +41,16 @@ def validate_command(
         )
     )
     for note in report.notes:
-        console.print(f"[green]ok[/] {note}", highlight=False)
+        console.print(f"[green]ok[/] {escape(note)}", highlight=False, soft_wrap=True)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for problem in report.problems:
-        console.print(f"[red]error[/] {problem.where}: {problem.message}", highlight=False)
+        console.print(error_line(f"{problem.where}: {problem.message}"), highlight=False, soft_wrap=True)
     if not report.ok:
-        console.print(f"{len(report.problems)} problem(s) found")
-        raise typer.Exit(1)
+        count = len(report.problems)
+        console.print(f"{count} problem{'' if count == 1 else 's'} found")
+        # As for eval: 2 when the env named cannot even be loaded, 1 when it has problems.
+        raise typer.Exit(1 if report.loaded else 2)
     console.print("[bold green]valid[/]")
 
 
@@ -91,16 +97,20 @@ def test_a_right_answer_scores_one(tmp_path):
 '''
 
 _ROWS = {
-    "train": [("What is the capital of France? Answer in one word.", "paris"),
-              ("What is the capital of Italy? Answer in one word.", "rome"),
-              ("What is the capital of Spain? Answer in one word.", "madrid")],
-    "eval": [("What is the capital of France? Answer in one word.", "paris"),
-             ("What is the capital of Japan? Answer in one word.", "tokyo")],
+    "train": [
+        ("What is the capital of France? Answer in one word.", "paris"),
+        ("What is the capital of Italy? Answer in one word.", "rome"),
+        ("What is the capital of Spain? Answer in one word.", "madrid"),
+    ],
+    "eval": [
+        ("What is the capital of France? Answer in one word.", "paris"),
+        ("What is the capital of Japan? Answer in one word.", "tokyo"),
+    ],
 }
 
 
 def init_command(
-    name: Annotated[str, typer.Argument(help="Directory (and env name) to create.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Directory (and env name) to create.")],
 ) -> None:
     """Scaffold a new env: env.py in the seed's shape, a tiny dataset, a test."""
     target = Path(name)

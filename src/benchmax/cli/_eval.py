@@ -14,11 +14,12 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 
+from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.engine import EngineConfig
 from benchmax.envs import SamplingParams
@@ -38,32 +39,10 @@ console = Console(stderr=False)
 _DEFAULT_ENGINE = EngineConfig()
 
 
-def parse_env_args(values: list[str], *, flag: str = "--env-arg") -> dict[str, Any]:
-    """``key=value`` pairs; values are JSON when they parse as JSON, strings otherwise."""
-    kwargs: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise typer.BadParameter(f"{item!r}: use key=value with a Python identifier key", param_hint=flag)
-        try:
-            kwargs[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            kwargs[key] = raw
-    return kwargs
-
-
 def eval_command(
-    env: Annotated[
-        str | None,
-        typer.Argument(
-            help="path/to/env.py\\[:Class], a directory holding env.py, package.module:Class, or an installed env.",
-            show_default=False,
-        ),
-    ] = None,
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
-    data_dir: Annotated[
-        Path | None, typer.Option(help="base_dir for create_dataset (default: the env's directory).")
-    ] = None,
+    env: OptionalEnvArgument = None,
+    env_arg: EnvArgs = [],  # noqa: B006
+    data_dir: DataDir = None,
     split: Annotated[Literal["train", "eval"], typer.Option(help="Which dataset split to run.")] = "eval",
     max_examples: Annotated[int | None, typer.Option(min=1, help="Use at most N examples.")] = None,
     group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1,
@@ -83,7 +62,12 @@ def eval_command(
     seed: Annotated[int | None, typer.Option(help="Sampling seed; sibling k gets seed + k.")] = None,
     extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body.")] = None,
     base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint (…/v1); omit to run the embedded SmolLM2 model.")
+        list[str] | None,
+        typer.Option(
+            help="OpenAI-compatible endpoint (…/v1); give it again for each replica of the model (requests are "
+            "spread over them); omit to run the embedded SmolLM2 model.",
+            show_default=False,
+        ),
     ] = None,
     model: Annotated[
         str | None,
@@ -110,7 +94,8 @@ def eval_command(
         float,
         typer.Option(
             min=0.001,
-            help="Seconds a model endpoint may stay down while its rollouts wait; past it the run stops (resumable).",
+            help="Seconds a model endpoint (every replica, with several) may stay down while its rollouts wait; "
+            "past it the run stops, resumable.",
         ),
     ] = _DEFAULT_ENGINE.max_outage,
     max_requests: Annotated[
@@ -154,7 +139,7 @@ def eval_command(
             concurrency=concurrency if concurrency is not None else 64,
             batch_size=batch_size,
             model=model,
-            base_url=base_url or EMBEDDED,
+            base_url=tuple(base_url) if base_url else EMBEDDED,
             api_key_env=api_key_env,
             sampling=SamplingParams(
                 temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
@@ -178,7 +163,9 @@ def eval_command(
     execute(config, resume=resume is not None, progress=progress)
 
 
-def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: str | None) -> RunConfig:
+def _resume_config(
+    run_dir: Path, env: str | None, *, concurrency: int | None, base_url: list[str] | None
+) -> RunConfig:
     try:
         with Run(run_dir) as run:
             stored = RunConfig.from_meta(run.meta["config"])
@@ -199,7 +186,7 @@ def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, b
         stored,
         run_dir=run_dir,
         concurrency=concurrency if concurrency is not None else stored.concurrency,
-        base_url=base_url or stored.base_url,
+        base_url=tuple(base_url) if base_url else stored.base_url,
     )
 
 
@@ -212,14 +199,18 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     if config.api_key_env and config.api_key_env not in os.environ:
         console.print(error_line(f"--api-key-env {config.api_key_env}: that environment variable is not set"))
         raise typer.Exit(2)
-    target = "the embedded SmolLM2-135M model" if config.base_url == EMBEDDED else config.base_url
+    urls = config.base_urls
+    if config.base_url == EMBEDDED:
+        target = "the embedded SmolLM2-135M model"
+    else:
+        target = ", ".join(urls) + (f" ({len(urls)} replicas)" if len(urls) > 1 else "")
     console.print(f"[bold]benchmax eval[/] {config.env} -> {target}", highlight=False)
     console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
     resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
     try:
         with install_log_handler(console):
             if progress:
-                with LiveProgress(console) as live:
+                with LiveProgress(console, replicas=() if config.base_url == EMBEDDED else urls) as live:
                     result = asyncio.run(arun(config, observer=live, resume=resume))
                 console.print()
             else:
@@ -234,7 +225,8 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
         raise typer.Exit(143) from None
     except RunStopped as exc:
         console.print(error_line(f"the run stopped: {exc}"))
-        console.print("Resume it once the model server is back:")
+        server = "env server" if "env server" in str(exc) else "model server"
+        console.print(f"Resume it once the {server} is back:")
         console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
         raise typer.Exit(1) from None
     except EndpointError as exc:

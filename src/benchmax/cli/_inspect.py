@@ -11,11 +11,13 @@ from typing import Annotated
 
 import typer
 
+from benchmax.errors import BenchmaxError
+
 
 def inspect_command(
     path: Annotated[
         Path,
-        typer.Argument(help="A run directory, or a folder of runs (default: ./runs)."),
+        typer.Argument(metavar="PATH", help="A run directory, or a folder of runs (default: ./runs)."),
     ] = Path("runs"),
     port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on (0 picks a free one).")] = 8765,
     host: Annotated[
@@ -41,7 +43,7 @@ def inspect_command(
 ) -> None:
     """Open the rollout inspector: runs, groups, rollouts, rewards and logs in a local web page."""
     try:
-        from benchmax.inspector import InspectorError, export_static, serve
+        from benchmax.inspector import export_static, serve
     except ImportError as exc:
         typer.echo(
             f"benchmax inspect needs the inspect extra ({exc.name} is missing): pip install 'benchmax[inspect]'",
@@ -57,6 +59,6 @@ def inspect_command(
             typer.echo(f"wrote the inspector bundle: open {index}")
             return
         serve(path, host=host, port=port, token=token, open_browser=not no_browser)
-    except (InspectorError, FileNotFoundError) as exc:
+    except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc

@@ -6,9 +6,10 @@ import logging
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -23,10 +24,15 @@ from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
 
 
 class LiveProgress:
-    """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages."""
+    """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages.
 
-    def __init__(self, console: Console) -> None:
+    With several ``replicas``, one line each: up or down, and the requests it served.
+    """
+
+    def __init__(self, console: Console, *, replicas: Sequence[str] = ()) -> None:
         self.console = console
+        self.replicas = tuple(replicas)
+        self._requests: dict[str, int] = {}
         self._progress = Progress(
             TextColumn("[bold]rollouts"),
             BarColumn(),
@@ -82,6 +88,11 @@ class LiveProgress:
             self._down[outage.endpoint] = (outage, waiting)
         self._live.update(self._render())
 
+    def on_endpoints(self, stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Requests per server so far (``ClientPool.stats()["endpoints"]``)."""
+        self._requests = {url: int(figures.get("requests") or 0) for url, figures in stats.items()}
+        self._live.update(self._render())
+
     def _render(self) -> Group:
         stats = Table.grid(padding=(0, 2))
         means = "  ".join(f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts))
@@ -89,14 +100,37 @@ class LiveProgress:
         stats.add_row(Text("mean", style="bold"), Text(means or "-"))
         stats.add_row(Text("failures", style="bold"), Text(failures or "none", style="red" if failures else ""))
         stats.add_row(Text("tokens", style="bold"), Text(f"{self._tokens:,}"))
-        for endpoint, (outage, waiting) in self._down.items():
-            since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
-            state = "down past its outage budget" if outage.failed else f"down since {since}"
-            stats.add_row(
-                Text("endpoint", style="bold red"),
-                Text(f"{endpoint} {state} ({waiting} rollouts waiting)", style="red"),
-            )
+        if len(self.replicas) > 1:
+            self._render_replicas(stats)
+        else:
+            for endpoint, (outage, waiting) in self._down.items():
+                stats.add_row(
+                    Text("endpoint", style="bold red"),
+                    Text(f"{endpoint} {_down_state(outage)} ({waiting} rollouts waiting)", style="red"),
+                )
         return Group(self._progress, stats)
+
+    def _render_replicas(self, stats: Table) -> None:
+        all_down = all(url in self._down for url in self.replicas)
+        total = sum(self._requests.get(url, 0) for url in self.replicas)
+        for url in self.replicas:
+            served = self._requests.get(url, 0)
+            share = f", {served / total:.0%}" if total else ""
+            down = self._down.get(url)
+            if down is None:
+                stats.add_row(Text("replica", style="bold"), Text(f"{url} up ({served:,} requests{share})"))
+                continue
+            outage, waiting = down
+            then = f"{waiting} rollouts waiting" if all_down else "its rollouts go to the other replicas"
+            stats.add_row(
+                Text("replica", style="bold red"),
+                Text(f"{url} {_down_state(outage)} ({then}; {served:,} requests{share})", style="red"),
+            )
+
+
+def _down_state(outage: Outage) -> str:
+    since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
+    return f"down since {since}, past its outage budget" if outage.failed else f"down since {since}"
 
 
 class _ConsoleLogs(logging.Handler):

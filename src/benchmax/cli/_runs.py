@@ -27,7 +27,7 @@ def _open(path: Path) -> Run:
 
 
 def export_command(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
     format: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
     output: Annotated[Path | None, typer.Option(help="Output file (default: RUN_DIR/rollouts.FORMAT).")] = None,
 ) -> None:
@@ -43,16 +43,25 @@ def export_command(
 
 
 def rescore_command(
-    run_dir: Annotated[Path, typer.Argument(help="The run whose transcripts to score again.")],
-    env: Annotated[str | None, typer.Argument(help="Env spec (default: the one the run used).")] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run whose transcripts to score again.")],
+    env: Annotated[str | None, typer.Argument(metavar="ENV", help="Env spec (default: the one the run used).")] = None,
     output: Annotated[Path | None, typer.Option("--run-dir", help="Where to write the new run.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="Processes scoring in parallel [default: one per core (up to 8) for big runs]."),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Groups scored at once in all (bounds a judge's calls in flight).")
+    ] = 64,
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no model calls)."""
     from benchmax.cli._summary import render_summary
 
     _open(run_dir).close()
     try:
-        target = asyncio.run(arescore(run_dir, env_spec=env, run_dir=output))
+        target = asyncio.run(
+            arescore(run_dir, env_spec=env, run_dir=output, workers=workers, concurrency=concurrency)
+        )
     except BenchmaxError as exc:
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None
@@ -67,8 +76,8 @@ def rescore_command(
 
 
 def diff_command(
-    run_a: Annotated[Path, typer.Argument(help="Baseline run.")],
-    run_b: Annotated[Path, typer.Argument(help="Run to compare against the baseline.")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="Baseline run.")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Run to compare against the baseline.")],
     examples: Annotated[int, typer.Option(help="Example rows to show (largest changes first).")] = 20,
 ) -> None:
     """Per-component and per-example reward deltas, B minus A."""
@@ -80,9 +89,7 @@ def diff_command(
     for delta in result.components:
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    changed = sorted(
-        (d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or "")
-    )
+    changed = sorted((d for d in result.examples if d.delta), key=lambda d: (-abs(d.delta or 0), d.example_id or ""))
     per_example = Table(title=f"examples with the largest changes ({len(changed)} changed)", title_justify="left")
     for column in ("example", "component", "A", "B", "delta"):
         per_example.add_column(column, justify="right" if column in ("A", "B", "delta") else "left")

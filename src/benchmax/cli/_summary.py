@@ -51,13 +51,25 @@ def render_summary(
     if client_stats and (client_stats.get("retries") or client_stats.get("failures")):
         retries = ", ".join(f"{cause}={count}" for cause, count in client_stats.get("retries", {}).items())
         overview.add_row("model requests / retries", f"{client_stats.get('requests', 0)} / {retries or 0}")
+    endpoints = (client_stats or {}).get("endpoints") or {}
+    if len(endpoints) > 1:
+        total = sum(figures.get("requests", 0) for figures in endpoints.values()) or 1
+        for url, figures in endpoints.items():
+            requests = figures.get("requests", 0)
+            retries = sum(figures.get("retries", {}).values())
+            overview.add_row(
+                "replica", f"{url}: {requests:,} requests ({requests / total:.0%}), {retries} retries"
+            )
+        if client_stats and client_stats.get("rerouted"):
+            overview.add_row("requests rerouted", f"{client_stats['rerouted']} (their replica went down under them)")
     for outage in outages:
         since = time.strftime("%H:%M:%S", time.localtime(outage.started_at))
-        length = f"{outage.seconds:.1f}s" if outage.ended_at else "still down"
-        verdict = " (past --max-outage: the run stopped)" if outage.failed else ""
-        overview.add_row(
-            "endpoint outage", f"{outage.endpoint} down at {since} for {length}, {outage.held} requests held{verdict}"
-        )
+        length = f"at {since} for {outage.seconds:.1f}s" if outage.ended_at else f"since {since}, still down"
+        held = f"{outage.held} requests held"
+        if outage.rerouted:
+            held += f", {outage.rerouted} rerouted"
+        verdict = " (past --max-outage)" if outage.failed else ""
+        overview.add_row("endpoint outage", f"{outage.endpoint} down {length}, {held}{verdict}")
     console.print(overview)
 
     reasons = Table(title="termination reasons", title_justify="left")
@@ -77,13 +89,13 @@ def render_summary(
             )
 
     examples = Table(
-        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {len(stats.examples)})",
+        title=f"pass rate per example (lowest {min(_MAX_EXAMPLE_ROWS, len(stats.examples))} of {stats.example_count})",
         title_justify="left",
     )
     examples.add_column("example")
     examples.add_column("passed", justify="right")
     examples.add_column("rate", justify="right")
-    for example in sorted(stats.examples, key=lambda e: (e.rate, e.example_id))[:_MAX_EXAMPLE_ROWS]:
+    for example in stats.examples[:_MAX_EXAMPLE_ROWS]:
         examples.add_row(example.example_id, f"{example.passed}/{example.total}", f"{example.rate:.0%}")
     console.print(examples)
 

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from benchmax.cli._eval import parse_env_args
+from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
+from benchmax.errors import BenchmaxError
 
 
 def _parse_weights(values: list[str]) -> dict[str, float]:
@@ -25,10 +26,10 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
 
 
 def train_command(
-    env: Annotated[str | None, typer.Argument(help="path/to/env.py[:Class], module:Class or a directory.")] = None,
+    env: OptionalEnvArgument = None,
     model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
-    env_arg: Annotated[list[str], typer.Option("--env-arg", help="Constructor kwarg key=value (JSON value).")] = [],  # noqa: B006
-    data_dir: Annotated[Path | None, typer.Option(help="base_dir for create_dataset (default: env's dir).")] = None,
+    env_arg: EnvArgs = [],  # noqa: B006
+    data_dir: DataDir = None,
     max_examples: Annotated[int | None, typer.Option(help="Train on at most N examples.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/train-NAME-TIME).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
@@ -40,7 +41,9 @@ def train_command(
     temperature: Annotated[float, typer.Option()] = 1.0,
     top_p: Annotated[float, typer.Option()] = 1.0,
     max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 64,
-    weight: Annotated[list[str], typer.Option("--weight", help="Component weight NAME=W (repeatable).")] = [],  # noqa: B006
+    weight: Annotated[
+        list[str], typer.Option("--weight", metavar="NAME=W", help="Component weight NAME=W (repeatable).")
+    ] = [],  # noqa: B006
     drop_unscorable: Annotated[
         bool, typer.Option(help="Leave operational failures out of group statistics instead of scoring them 0.")
     ] = False,
@@ -48,14 +51,19 @@ def train_command(
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N steps.")] = 10,
     seed: Annotated[int, typer.Option()] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
-    trl_arg: Annotated[list[str], typer.Option("--trl-arg", help="Extra GRPOConfig key=value (JSON).")] = [],  # noqa: B006
+    trl_arg: Annotated[
+        list[str], typer.Option("--trl-arg", metavar="KEY=VALUE", help="Extra GRPOConfig key=value (JSON).")
+    ] = [],  # noqa: B006
     vllm: Annotated[
         str | None,
         typer.Option(help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url)."),
     ] = None,
     vllm_url: Annotated[str | None, typer.Option(help="A running `vllm serve` for --vllm server.")] = None,
     vllm_arg: Annotated[
-        list[str], typer.Option("--vllm-arg", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1.")
+        list[str],
+        typer.Option(
+            "--vllm-arg", metavar="KEY=VALUE", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1."
+        ),
     ] = [],  # noqa: B006
     async_steps: Annotated[
         int, typer.Option(help="Generate up to K steps ahead of training (0: synchronous); IS-corrected.")
@@ -76,7 +84,7 @@ def train_command(
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     try:
-        from benchmax.train import TrainConfig, TrainError, train
+        from benchmax.train import TrainConfig, train
     except ImportError as exc:
         raise typer.BadParameter(
             f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
@@ -147,7 +155,7 @@ def train_command(
             **overrides,
         )
         result = train(env, config=config, reporter=StepTable())
-    except (TrainError, FileNotFoundError, ValueError) as exc:
+    except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     points = result.rewards()

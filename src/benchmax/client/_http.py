@@ -25,9 +25,9 @@ import aiohttp
 import orjson
 
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
-from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate
+from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, FailureKind, Unavailable
 from benchmax.client._retry import RetryPolicy
-from benchmax.client._types import ChatResult, ModelError
+from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason, Usage
 
 logger = logging.getLogger("benchmax.client")
@@ -43,12 +43,14 @@ _GATEWAY_STATUS = frozenset({502, 503, 504})
 """Answers that mean the endpoint (or the proxy before it) cannot serve anything right now."""
 _MAX_ERROR_BODY = 2000
 _PROBE_TIMEOUT = 5.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection: a rescheduled pod's old address drops packets instead of refusing them."""
 
 T = TypeVar("T")
 
 
 class _Retryable(Exception):
-    """A failure worth another try. ``endpoint`` failures are the endpoint's, not the request's."""
+    """A failure worth another try. With a ``kind``, it may be the endpoint's rather than the request's."""
 
     def __init__(
         self,
@@ -57,15 +59,13 @@ class _Retryable(Exception):
         *,
         reason: str,
         delay: float | None = None,
-        endpoint: bool = False,
-        definitive: bool = False,
+        kind: FailureKind | None = None,
     ) -> None:
         super().__init__(message)
         self.cause = cause
         self.reason = reason
         self.delay = delay
-        self.endpoint = endpoint
-        self.definitive = definitive
+        self.kind = kind
 
 
 @dataclass
@@ -90,6 +90,7 @@ class HttpModelClient:
 
     ``auth`` signs requests that bring no ``auth`` of their own. ``gate`` is the
     endpoint's health gate (one is made with ``max_outage`` when not given).
+    ``connect_timeout`` bounds opening a connection, within ``timeout``.
     """
 
     def __init__(
@@ -102,11 +103,13 @@ class HttpModelClient:
         retry: RetryPolicy | None = None,
         gate: EndpointGate | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._url = f"{self.base_url}/chat/completions"
         self.auth = auth
         self.timeout = timeout
+        self.connect_timeout = min(connect_timeout, timeout)
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
         self.stats = ClientStats()
@@ -125,7 +128,7 @@ class HttpModelClient:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=75, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout),
                 skip_auto_headers=("User-Agent",),
             )
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
@@ -133,11 +136,18 @@ class HttpModelClient:
         return self._session
 
     async def chat(
-        self, body: dict[str, Any], *, rollout_id: str | None = None, auth: ModelAuth | None = None
+        self,
+        body: dict[str, Any],
+        *,
+        rollout_id: str | None = None,
+        auth: ModelAuth | None = None,
+        wait: bool = True,
     ) -> ChatResult:
+        """One assistant turn. While the endpoint is down this waits; ``wait=False`` raises
+        ``Unavailable`` instead (so a router can send the request to another replica)."""
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
-        return await self._send("POST", self._url, payload, _parse_completion, headers)
+        return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait)
 
     async def request(
         self,
@@ -147,6 +157,7 @@ class HttpModelClient:
         body: dict[str, Any] | None = None,
         *,
         auth: ModelAuth | None = None,
+        wait: bool = True,
     ) -> T:
         """Another route of the same server (``/completions``, ``/models``) with the
         retries, concurrency limit, gate and error mapping of ``chat``. ``parse``
@@ -162,15 +173,20 @@ class HttpModelClient:
 
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) if body is not None else None
         headers = await self._headers(auth, str((body or {}).get("model", "")), None)
-        return await self._send(method, f"{self.base_url}{path}", payload, _parse, headers)
+        return await self._send(method, f"{self.base_url}{path}", payload, _parse, headers, wait=wait)
 
     async def probe(self) -> bool:
-        """Whether the endpoint answers at all: any HTTP status below 500 to ``GET /models``."""
+        """Whether the endpoint answers at all: any HTTP status below 500 to ``GET /models``.
+
+        The host name is resolved afresh: a rescheduled server comes back at another address.
+        """
         session = self._ensure_session()
+        connector = session.connector
+        if isinstance(connector, aiohttp.TCPConnector):
+            connector.clear_dns_cache()
+        timeout = aiohttp.ClientTimeout(total=_PROBE_TIMEOUT, sock_connect=min(self.connect_timeout, _PROBE_TIMEOUT))
         try:
-            async with session.get(
-                f"{self.base_url}/models", timeout=aiohttp.ClientTimeout(total=_PROBE_TIMEOUT)
-            ) as response:
+            async with session.get(f"{self.base_url}/models", timeout=timeout) as response:
                 await response.read()
                 return response.status < 500
         except (aiohttp.ClientError, TimeoutError, OSError):
@@ -257,24 +273,36 @@ class HttpModelClient:
         payload: bytes | None,
         parse: Callable[[bytes], T],
         headers: Mapping[str, str],
+        *,
+        wait: bool = True,
     ) -> T:
         session = self._ensure_session()
         assert self._semaphore is not None
         attempt = 0
+        seen: float | None = None
+        gate = self.gate
         while True:
-            await self.gate.admit()
+            if gate.down:
+                try:
+                    seen = await gate.admit(wait=wait, seen=seen) or seen
+                except EndpointDown:
+                    self.stats.failures["endpoint_down"] += 1
+                    raise
             attempt += 1
             self.stats.requests += 1
             try:
                 async with self._semaphore:
                     result = parse(await self._once(session, method, url, payload, headers))
-                self.gate.success()
+                gate.success()
                 return result
             except _Retryable as failure:
-                if failure.endpoint and await self.gate.failure(str(failure)[:300], definitive=failure.definitive):
-                    # The endpoint is down: this request waits at the gate and is sent
-                    # again when it is back, without spending an attempt or the budget.
+                # ``payload`` (one bytes object per call) names this request across its attempts.
+                if failure.kind is not None and await gate.failure(str(failure)[:300], failure.kind, request=payload):
+                    # The endpoint is down: this request waits at the gate (or goes to another
+                    # replica) and is sent again, without spending an attempt or the budget.
                     attempt -= 1
+                    if not wait:
+                        raise Unavailable(self.base_url) from None
                     self.stats.resent += 1
                     continue
                 if attempt >= self.retry.max_attempts or not self._spend_retry():
@@ -297,7 +325,7 @@ class HttpModelClient:
                 )
                 await asyncio.sleep(delay)
             except ModelError as error:
-                self.gate.success()
+                gate.success()
                 self.stats.failures[error.reason] += 1
                 raise
 
@@ -318,21 +346,25 @@ class HttpModelClient:
                 raw = await response.read()
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
+        except aiohttp.ConnectionTimeoutError:
+            raise _Retryable(
+                "connect_timeout",
+                f"no connection within {self.connect_timeout:g}s",
+                reason=TerminationReason.TIMEOUT,
+                kind="timeout",
+            ) from None
         except TimeoutError:
             raise _Retryable(
-                "timeout", f"no reply within {self.timeout:g}s", reason=TerminationReason.TIMEOUT
+                "timeout", f"no reply within {self.timeout:g}s", reason=TerminationReason.TIMEOUT, kind="timeout"
             ) from None
         except aiohttp.ClientConnectorError as exc:
+            # Refused, no route, or a host name that does not resolve (ClientConnectorDNSError).
             raise _Retryable(
-                "connection",
-                f"{type(exc).__name__}: {exc}",
-                reason=TerminationReason.MODEL_ERROR,
-                endpoint=True,
-                definitive=True,
+                "connection", f"{type(exc).__name__}: {exc}", reason=TerminationReason.MODEL_ERROR, kind="refused"
             ) from None
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             raise _Retryable(
-                "disconnected", f"connection dropped: {exc}", reason=TerminationReason.MODEL_ERROR, endpoint=True
+                "disconnected", f"connection dropped: {exc}", reason=TerminationReason.MODEL_ERROR, kind="dropped"
             ) from None
         except aiohttp.ClientError as exc:
             raise _Retryable(
@@ -429,12 +461,16 @@ def _classify_error(status: int, raw: bytes, retry_after: str | None) -> Excepti
     if status in (400, 413, 422) and _CONTEXT_PATTERN.search(text):
         return ModelError(TerminationReason.CONTEXT_EXCEEDED, f"HTTP {status}: {text}", status=status)
     if status in _RETRYABLE_STATUS or status >= 500:
+        kind: FailureKind | None = None
+        if status >= 500 and retry_after is None:
+            # A Retry-After is the server pacing this request, not an endpoint gone.
+            kind = "gateway" if status in _GATEWAY_STATUS else "server_error"
         return _Retryable(
             f"http_{status}",
             f"HTTP {status}: {text}",
             reason=TerminationReason.MODEL_ERROR,
             delay=_parse_retry_after(retry_after),
-            endpoint=status in _GATEWAY_STATUS and retry_after is None,
+            kind=kind,
         )
     return ModelError(TerminationReason.MODEL_ERROR, f"HTTP {status}: {text}", status=status)
 

@@ -7,17 +7,21 @@ benchmax shares: termination reasons, message text, records, the env loader.
 """
 
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
 from benchmax.envs._loading import (
     ENTRY_POINT_GROUP,
     EnvSpec,
+    ExampleStream,
     collect_examples,
     data_directory,
     example_location,
     load_env,
     open_dataset,
+    open_examples,
 )
 from benchmax.envs._messages import (
+    CHAT_ROLES,
     check_prompt_messages,
     completion_text,
     content_text,
@@ -25,6 +29,7 @@ from benchmax.envs._messages import (
     tool_message,
 )
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
 from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
 from benchmax.envs._termination import (
     SCORABLE_REASONS,
@@ -35,6 +40,7 @@ from benchmax.envs._termination import (
 )
 from benchmax.envs._types import SPLITS, DatasetSplit, JsonRow, Message, Messages, RewardMap, Tool
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
+from benchmax.envs.base.dataset import collect_dataset_problems
 from benchmax.envs.base.env import check_env_definition, implements
 from benchmax.envs.dataset import Dataset, ListDataset, resolve_under, to_example, validate_max_examples
 from benchmax.envs.environment import Environment, check_group
@@ -49,6 +55,7 @@ from benchmax.envs.shared_types import (
 )
 
 __all__ = [
+    "CHAT_ROLES",
     "ENTRY_POINT_GROUP",
     "RUNNING_ENGINE",
     "SCORABLE_REASONS",
@@ -64,6 +71,7 @@ __all__ = [
     "EnvSpecError",
     "Environment",
     "Example",
+    "ExampleStream",
     "InjectedAuth",
     "JsonRow",
     "JsonlDataset",
@@ -73,6 +81,8 @@ __all__ = [
     "Messages",
     "ModelAuth",
     "ModelRequestContext",
+    "RemoteDataset",
+    "RemoteEnv",
     "RewardMap",
     "RolloutAttempt",
     "RolloutFailure",
@@ -91,16 +101,19 @@ __all__ = [
     "check_env_definition",
     "check_group",
     "check_prompt_messages",
+    "collect_dataset_problems",
     "collect_examples",
     "completion_text",
     "content_text",
     "data_directory",
     "example_location",
     "implements",
+    "is_remote_spec",
     "is_scorable",
     "is_scored",
     "load_env",
     "open_dataset",
+    "open_examples",
     "register_engine",
     "resolve_dataset_path",
     "resolve_under",
@@ -109,4 +122,5 @@ __all__ = [
     "tool_error_ids",
     "tool_message",
     "validate_max_examples",
+    "wire",
 ]

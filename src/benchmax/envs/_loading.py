@@ -3,9 +3,11 @@
 One loader for every face (eval, validate, train, rescore, the trainer
 adapters, Ray workers): a spec is a file (``path/env.py[:Class]``), a module
 (``package.module:Class``), a directory holding ``env.py`` (or 0.2.x's
-``main.py``), or the name of an installed env package (its ``benchmax.envs``
-entry point). Env code is loaded from the local file system and installed
-packages only; a spec is never fetched.
+``main.py``), the name of an installed env package (its ``benchmax.envs``
+entry point), or ``http(s)://HOST:PORT``: an env served by ``benchmax serve``,
+driven through a :class:`RemoteEnv` proxy. Env code is loaded from the local
+file system and installed packages only; a spec is never fetched (a served env
+runs on its server).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmax.envs._errors import DatasetError, EnvSpecError
 from benchmax.envs._messages import check_prompt_messages
+from benchmax.envs._remote import is_remote_spec, remote_env_class
 from benchmax.envs._types import DatasetSplit
 from benchmax.envs.base.env import BaseEnv
 from benchmax.envs.dataset import to_example
@@ -86,11 +89,19 @@ class EnvSpec:
                 return point
         return None
 
+    @property
+    def remote(self) -> bool:
+        """Whether the spec names an env served over HTTP (``benchmax serve``)."""
+        return is_remote_spec(self.spec)
+
     def load_class(self) -> type[Environment[Any, Any]]:
+        if self.remote:
+            return remote_env_class(self.spec)
         if _URL.match(self.spec):
             raise EnvSpecError(
                 f"{self.spec}: env code is loaded from local files and installed packages only, never "
-                "fetched; download it, review it, and pass its local path"
+                "fetched; download it, review it, and pass its local path (or serve it there with "
+                "benchmax serve and pass http://HOST:PORT)"
             )
         point = self._entry_point()
         if point is not None:
@@ -162,19 +173,47 @@ async def collect_examples(
     kept: the runner tells them apart. A ``BaseEnv`` example must carry usable
     ``prompt_messages``; the error names its position.
     """
+    return list(await open_examples(env, split, base_dir, max_examples=max_examples))
+
+
+async def open_examples(
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+) -> ExampleStream:
+    """:func:`collect_examples` as a stream that can be read more than once (a run reads
+    its dataset in passes instead of holding a second copy of it)."""
     dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)
-    owner = f"{type(env).__name__}.create_dataset({split!r})"
-    prompts = isinstance(env, BaseEnv)
-    examples: list[Example[Any]] = []
-    for index, item in enumerate(dataset):
-        if max_examples is not None and index >= max_examples:
-            break
-        where = example_location(dataset, owner, index)
-        example = to_example(item, where=where)
-        if prompts:
-            check_prompt_messages(example.payload, where=where)
-        examples.append(example)
-    return examples
+    return ExampleStream(
+        dataset,
+        owner=f"{type(env).__name__}.create_dataset({split!r})",
+        prompts=isinstance(env, BaseEnv),
+        limit=max_examples,
+    )
+
+
+class ExampleStream:
+    """A dataset's examples, each checked as it is read; iterable any number of times.
+
+    A dataset that is a one-shot iterator is read into a list once (it could not
+    be read twice); any other is re-iterated, so the env's own storage is the
+    only copy.
+    """
+
+    def __init__(self, dataset: Any, *, owner: str, prompts: bool, limit: int | None) -> None:
+        self._source = dataset
+        self._dataset = list(dataset) if iter(dataset) is dataset else dataset
+        self._owner = owner
+        self._prompts = prompts
+        self._limit = limit
+
+    def __iter__(self) -> Iterator[Example[Any]]:
+        for index, item in enumerate(self._dataset):
+            if self._limit is not None and index >= self._limit:
+                return
+            where = example_location(self._source, self._owner, index)
+            example = to_example(item, where=where)
+            if self._prompts:
+                check_prompt_messages(example.payload, where=where)
+            yield example
 
 
 async def open_dataset(

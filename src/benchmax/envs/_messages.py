@@ -14,6 +14,9 @@ from benchmax.envs._errors import DatasetError
 from benchmax.envs._records import TurnRecord
 from benchmax.envs._types import Message
 
+CHAT_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
+"""The roles OpenAI-compatible chat servers know."""
+
 
 def content_text(content: Any) -> str:
     """OpenAI message content (a string, or a list of content parts) as plain text.

@@ -46,6 +46,10 @@ class TerminationReason(StrEnum):
     """A sandbox would not start, or died under the rollout."""
     MCP_ERROR = "mcp_error"
     """An MCP tool server could not be started, died or stopped answering."""
+    ENV_UNAVAILABLE = "env_unavailable"
+    """The env's own server (a remote env, ``benchmax serve``) stopped answering or lost the
+    rollout's session: an env failure, not the model's. An eval run stops rather than store
+    these, and ``--resume`` runs them again once the server is back."""
 
 
 SCORABLE_REASONS: frozenset[str] = frozenset(

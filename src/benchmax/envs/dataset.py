@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from benchmax.envs._errors import DatasetError
+from benchmax.envs._errors import DatasetError, DatasetRowTypeError
 from benchmax.envs.identity import canonical_example_id
 from benchmax.envs.shared_types import Example
 
@@ -83,4 +83,4 @@ def to_example(item: object, *, where: str) -> Example[Any]:
             return Example(canonical_example_id(payload), payload)
         except ValueError as exc:
             raise DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})") from None
-    raise DatasetError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")
+    raise DatasetRowTypeError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")

@@ -24,7 +24,16 @@ from typing import Any, Generic, TypeVar
 from benchmax.envs._termination import SCORABLE_REASONS, settle_termination_reason
 from benchmax.envs._types import DatasetSplit, RewardMap
 from benchmax.envs.dataset import Dataset
-from benchmax.envs.shared_types import RolloutAttempt, RolloutOutcome, RolloutRequest, ValidationDiagnostic
+from benchmax.envs.logging import group_context, rollout_context  # noqa: F401
+
+# 0.2.5 also exposed these names at this path (imported there); code may import them from it.
+from benchmax.envs.shared_types import (
+    RolloutAttempt,
+    RolloutFailure,  # noqa: F401
+    RolloutOutcome,
+    RolloutRequest,
+    ValidationDiagnostic,
+)
 
 __all__ = ["Environment", "settle_termination_reason"]
 
@@ -42,6 +51,15 @@ class Environment(ABC, Generic[Payload, Attempt]):
     def requires_public_model_endpoint(self) -> bool:
         """Whether rollouts run somewhere that needs a public model URL (a remote sandbox)."""
         return False
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the env can run no more rollouts (the server behind it went away), else ``None``.
+
+        A run that sees it stops instead of storing the rollouts it touched as failures;
+        ``--resume`` runs them again once the env is back.
+        """
+        return None
 
     def validation_diagnostics(self) -> Sequence[ValidationDiagnostic]:
         """Static warnings and errors about the env's configuration, shown by ``benchmax validate``."""

@@ -6,6 +6,16 @@ being written, or open one copied from another machine.
 
 from benchmax.inspector.app import create_app
 from benchmax.inspector.export import export_static
-from benchmax.inspector.server import InspectorError, serve
+from benchmax.inspector.security import AccessGuard, is_loopback
+from benchmax.inspector.server import InspectorError, bind, resolve_token, serve
 
-__all__ = ["InspectorError", "create_app", "export_static", "serve"]
+__all__ = [
+    "AccessGuard",
+    "InspectorError",
+    "bind",
+    "create_app",
+    "export_static",
+    "is_loopback",
+    "resolve_token",
+    "serve",
+]

@@ -6,6 +6,7 @@ so SQLite reads never block the event loop that serves the other requests.
 
 from __future__ import annotations
 
+import collections
 import re
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from benchmax.inspector import shell
-from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact
+from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state
 from benchmax.inspector.security import AccessGuard
-from benchmax.store.queries import RolloutFilter, RunQueries, compare
+from benchmax.store import QUERY_SPEC, RolloutFilter, RunQueries, compare
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -71,6 +72,8 @@ def create_app(path: str | Path, *, token: str | None = None) -> Starlette:
 class _Api:
     def __init__(self, catalog: RunCatalog) -> None:
         self.catalog = catalog
+        # a comparison reads both runs whole: kept per state of the two runs
+        self._compared: collections.OrderedDict[tuple[Any, ...], dict[str, Any]] = collections.OrderedDict()
 
     def shell(self, request: Request) -> HTMLResponse:
         return HTMLResponse(shell.render({"mode": "server"}, root="/"))
@@ -88,12 +91,7 @@ class _Api:
         return JSONResponse({"root": str(self.catalog.root), "runs": rows})
 
     def overview(self, request: Request) -> JSONResponse:
-        run = self._run(request)
-        progress = run.progress()
-        data = {**run.overview(), "progress": progress}
-        data["run_id"] = request.path_params["run"]
-        data["meta"] = redact(run.meta())
-        return JSONResponse(data)
+        return JSONResponse(run_overview(self._run(request), request.path_params["run"]))
 
     def distributions(self, request: Request) -> JSONResponse:
         return JSONResponse(self._run(request).distributions())
@@ -106,18 +104,7 @@ class _Api:
 
     def rollouts(self, request: Request) -> JSONResponse:
         params = request.query_params
-        flt = RolloutFilter(
-            reasons=tuple(value for value in params.getlist("reason") if value),
-            example_id=params.get("example") or None,
-            group_id=params.get("group") or None,
-            component=params.get("c") or None,
-            low=_float(params.get("cmin")),
-            high=_float(params.get("cmax")),
-            text=params.get("q") or None,
-            in_transcript=params.get("transcript") == "1",
-            failed={"1": True, "0": False}.get(params.get("failed", "")),
-            step=_int(params["step"], 0, "step") if params.get("step") else None,
-        )
+        flt = RolloutFilter.from_params(params, params.getlist)
         page = self._run(request).rollouts(flt, **_paging(request, "seq"))
         return JSONResponse(page.to_dict())
 
@@ -144,7 +131,7 @@ class _Api:
         params = request.query_params
         page = self._run(request).groups(
             **_paging(request, "order"),
-            no_signal=params.get("no_signal") == "1",
+            no_signal={"1": True, "0": False}.get(params.get("no_signal") or ""),
             example_id=params.get("example") or None,
         )
         return JSONResponse(page.to_dict())
@@ -160,14 +147,32 @@ class _Api:
         a, b = params.get("a"), params.get("b")
         if not a or not b:
             raise HTTPException(400, "compare needs two runs: ?a=RUN&b=RUN")
-        result = compare(
-            self.catalog.get(a),
-            self.catalog.get(b),
-            **_paging(request, "delta", descending=True),
-            changed_only=params.get("changed") == "1",
-        )
-        result.update(a=a, b=b)
+        left, right = self.catalog.get(a), self.catalog.get(b)
+        options = {**_paging(request, "delta", descending=True), "changed_only": params.get("changed") == "1"}
+        key = (a, b, tuple(sorted(options.items())), left.stamp(), right.stamp())
+        result = self._compared.get(key)
+        if result is None:
+            result = {**compare(left, right, **options), "a": a, "b": b}
+            self._compared[key] = result
+            while len(self._compared) > 32:
+                self._compared.popitem(last=False)
         return JSONResponse(result)
+
+
+def run_overview(run: RunQueries, run_id: str) -> dict[str, Any]:
+    """The run page's first answer: figures, where the run stands, its (redacted) metadata,
+    and the table parameters the page may use (the static export hands the same to the browser)."""
+    meta = run.meta()
+    overview = run.overview()
+    return {
+        **overview,
+        "progress": run.progress(),
+        "run_id": run_id,
+        "meta": redact(meta),
+        "state": run_state(meta.get("status"), overview["rollouts"], overview["scored"]),
+        "search": "words" if run.searchable else "substring",
+        "query_spec": QUERY_SPEC,
+    }
 
 
 def _paging(request: Request, default_sort: str, *, descending: bool = False) -> dict[str, Any]:
@@ -188,15 +193,6 @@ def _int(value: str | None, default: int, name: str) -> int:
         return int(value)
     except ValueError:
         raise HTTPException(400, f"{name} must be an integer, got {value!r}") from None
-
-
-def _float(value: str | None) -> float | None:
-    if value in (None, ""):
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise HTTPException(400, f"expected a number, got {value!r}") from None
 
 
 def _no_icon(request: Request) -> Response:

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from benchmax.store import schema
-from benchmax.store.queries import RunQueries
+from benchmax.store import DB_NAME, RunQueries, run_status
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)", re.I)
 _SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
@@ -37,10 +36,10 @@ class RunCatalog:
 
     def runs(self) -> dict[str, Path]:
         """``{run_id: run_dir}``, newest first; rescanned on each call so new runs appear."""
-        if (self.root / schema.DB_NAME).exists():
+        if (self.root / DB_NAME).exists():
             return {self.root.name: self.root}
-        found = [child for child in self.root.iterdir() if child.is_dir() and (child / schema.DB_NAME).exists()]
-        found.sort(key=lambda child: (child / schema.DB_NAME).stat().st_mtime, reverse=True)
+        found = [child for child in self.root.iterdir() if child.is_dir() and (child / DB_NAME).exists()]
+        found.sort(key=lambda child: (child / DB_NAME).stat().st_mtime, reverse=True)
         return {child.name: child for child in found}
 
     def get(self, run_id: str) -> RunQueries:
@@ -62,6 +61,7 @@ class RunCatalog:
         if cached is not None and cached[0] == stamp:
             return cached[1]
         meta = queries.meta()
+        headline = queries.headline()
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         row = {
             "run_id": run_id,
@@ -71,7 +71,8 @@ class RunCatalog:
             "status": meta.get("status"),
             "kind": meta.get("kind"),
             "bytes": sum(size for size in stamp[1::2]),
-            **queries.headline(),
+            **headline,
+            "state": run_state(meta.get("status"), headline["rollouts"], headline["scored"]),
         }
         self._headlines[run_id] = (stamp, row)
         return row
@@ -81,6 +82,22 @@ class RunCatalog:
             for queries in self._open.values():
                 queries.close()
             self._open.clear()
+
+
+def run_state(status: object, rollouts: int, scored: int) -> dict[str, Any]:
+    """How the inspector shows where a run stands: its status and a tone to paint it in.
+
+    A completed run none of whose rollouts was scored is painted as failed: it ran
+    to the end, but measured nothing. Old runs' ``finished`` reads as completed;
+    a status this version does not know is shown as it is, in a neutral tone.
+    """
+    known = run_status(status)
+    if known is None:
+        return {"status": status if isinstance(status, str) else None, "tone": "muted", "note": None}
+    if known == "completed" and rollouts and not scored:
+        return {"status": known, "tone": "bad", "note": "every rollout failed"}
+    tone = {"running": "info", "completed": "ok", "failed": "bad", "interrupted": "warn"}[known]
+    return {"status": known, "tone": tone, "note": None}
 
 
 def redact(value: Any, key: str = "") -> Any:

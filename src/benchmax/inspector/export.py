@@ -2,8 +2,11 @@
 
 Each page is the same shell and JS as the live server, with its data embedded, so
 the bundle opens from disk (``file://``) or any static host. The run page carries
-its whole table, which the JS filters and sorts in the browser: an export is a
-snapshot of every rollout, unlike the server, which pages through SQLite.
+its whole table, which the browser filters and sorts itself: it applies the
+store's one declaration of the tables' parameters (``QUERY_SPEC``), shipped in
+the page, so the export answers a URL's filters as the server does. Text search
+matches the same words the server's index does: each rollout row carries its
+words, folded as the index folds them.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.inspector import shell
-from benchmax.inspector.app import STATIC_DIR
-from benchmax.inspector.catalog import RunCatalog, redact
-from benchmax.store.queries import MAX_PAGE, RunQueries
+from benchmax.inspector.app import STATIC_DIR, run_overview
+from benchmax.inspector.catalog import RunCatalog
+from benchmax.store import MAX_PAGE, RunQueries
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
@@ -43,13 +46,15 @@ def export_static(path: str | Path, out_dir: str | Path) -> Path:
 
 
 def _export_run(run: RunQueries, run_id: str, folder: Path) -> None:
-    overview = run.overview()
-    overview["run_id"] = run_id
-    overview["meta"] = redact(run.meta())
+    overview = run_overview(run, run_id)
     overview["distributions"] = run.distributions()
+    rollouts = _all(lambda offset: run.rollouts(offset=offset, limit=MAX_PAGE, snippet=160))
+    words = run.search_words([row["seq"] for row in rollouts])
+    for row in rollouts:
+        row["words"] = words.get(row["seq"], [])
     data = {
         "overview": overview,
-        "rollouts": _all(lambda offset: run.rollouts(offset=offset, limit=MAX_PAGE, snippet=160)),
+        "rollouts": rollouts,
         "examples": _all(lambda offset: run.examples(offset=offset, limit=MAX_PAGE)),
         "groups": _all(lambda offset: run.groups(offset=offset, limit=MAX_PAGE)),
         "steps": run.steps(),
@@ -59,7 +64,7 @@ def _export_run(run: RunQueries, run_id: str, folder: Path) -> None:
         record = run.group(group["group_id"])
         name = file_name(group["group_id"]) + ".html"
         _page(folder / "groups" / name, "../../../", {"view": "group", "run": run_id, "data": record})
-    for row in data["rollouts"]:
+    for row in rollouts:
         record = run.rollout(row["rollout_id"])
         name = file_name(row["rollout_id"]) + ".html"
         _page(folder / "rollouts" / name, "../../../", {"view": "rollout", "run": run_id, "data": record})

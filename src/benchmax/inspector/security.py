@@ -3,7 +3,8 @@
 Without a token only loopback clients that name a loopback host are served: that
 stops other machines and DNS-rebinding pages alike. With a token every request
 must carry it (``Authorization: Bearer``, or the cookie set when the printed
-``?token=`` link is first opened).
+``?token=`` link is first opened). WebSocket connections (``benchmax serve``'s
+``/ws``) follow the same rule; they may also carry the token as ``?token=``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class AccessGuard:
         self.token = token or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -66,6 +70,24 @@ class AccessGuard:
                 await _deny(send, 401, "a token is required: open the link printed by benchmax inspect")
                 return
         await self.app(scope, receive, _with_security_headers(send))
+
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        if self.token is None:
+            client = scope.get("client")
+            allowed = is_loopback(client[0] if client else None) and is_loopback(_hostname(headers.get("host", "")))
+        else:
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            allowed = any(
+                _matches(supplied, self.token) for supplied in (_bearer(headers), _cookie(headers), query.get("token"))
+            )
+        if allowed:
+            await self.app(scope, receive, send)
+            return
+        message = await receive()
+        if message["type"] == "websocket.connect":
+            await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
 
 
 def _with_security_headers(send: Send) -> Send:

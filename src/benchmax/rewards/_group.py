@@ -24,9 +24,7 @@ _WORD = re.compile(r"\w+")
 NormalizeMethod = Literal["zscore", "center", "minmax", "rank"]
 
 
-def per_rollout(
-    rollouts: Sequence[BaseRollout], **components: Sequence[float]
-) -> dict[str, dict[str, float]]:
+def per_rollout(rollouts: Sequence[BaseRollout], **components: Sequence[float]) -> dict[str, dict[str, float]]:
     """``{rollout_id: {name: value}}`` from lists in rollout order: the hook's return value.
 
     ``per_rollout(rollouts, win_rate=rates)`` → ``{"r1": {"win_rate": 0.75}, ...}``.
@@ -174,14 +172,11 @@ def diversity_scale(
     labels = ngram_clusters(texts, n=n, threshold=threshold)
     sizes = {label: labels.count(label) for label in labels}
     return [
-        reward / sizes[label] if reward > 0 else float(reward)
-        for reward, label in zip(rewards, labels, strict=True)
+        reward / sizes[label] if reward > 0 else float(reward) for reward, label in zip(rewards, labels, strict=True)
     ]
 
 
-def normalize_group(
-    values: Sequence[float], *, method: NormalizeMethod = "zscore", eps: float = 1e-6
-) -> list[float]:
+def normalize_group(values: Sequence[float], *, method: NormalizeMethod = "zscore", eps: float = 1e-6) -> list[float]:
     """Group-relative values: ``zscore`` (GRPO's advantage), ``center`` (minus the mean),
     ``minmax`` (to 0..1) or ``rank`` (:func:`rank_to_reward` of the values).
 
@@ -203,4 +198,3 @@ def normalize_group(
         low, high = min(data), max(data)
         return [0.5 if high - low < eps else (value - low) / (high - low) for value in data]
     raise ValueError(f"unknown method {method!r}; use 'zscore', 'center', 'minmax' or 'rank'")
-

@@ -24,9 +24,8 @@ import jsonschema
 import orjson
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
-from benchmax.envs import RolloutFailure
+from benchmax.envs import RolloutFailure, content_text
 from benchmax.rewards._rubric import Grade, Rubric
-from benchmax.rewards._text import content_text
 
 if TYPE_CHECKING:
     from benchmax.client import ModelClient, RetryPolicy
@@ -299,9 +298,7 @@ class Judge:
             except JudgeError:
                 raise
             except Exception as exc:
-                raise JudgeError(
-                    f"judge {self.model} at {self.base_url} failed: {type(exc).__name__}: {exc}"
-                ) from exc
+                raise JudgeError(f"judge {self.model} at {self.base_url} failed: {type(exc).__name__}: {exc}") from exc
             return content_text(result.message.get("content"))
         raise AssertionError("unreachable: the loop returns or raises")
 

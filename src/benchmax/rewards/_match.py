@@ -78,9 +78,7 @@ def contains(
     return float(all(found) if require_all else any(found))
 
 
-def regex_match(
-    text: str, pattern: str | re.Pattern[str], *, fullmatch: bool = False, flags: int = 0
-) -> float:
+def regex_match(text: str, pattern: str | re.Pattern[str], *, fullmatch: bool = False, flags: int = 0) -> float:
     """1.0 when ``pattern`` is found in ``text`` (or matches all of it with ``fullmatch``).
 
     The pattern is yours and the text is the model's: avoid nested quantifiers

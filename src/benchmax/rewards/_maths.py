@@ -66,8 +66,7 @@ class _Worker:
             self.kill()
             why = ready.get("error") if ready else "it did not start"
             raise MathVerifyUnavailable(
-                f"math-verify worker unavailable ({why}); install it with "
-                "`pip install 'benchmax[rewards]'`"
+                f"math-verify worker unavailable ({why}); install it with `pip install 'benchmax[rewards]'`"
             )
 
     def read(self, deadline: float) -> dict[str, object] | None:

@@ -32,9 +32,7 @@ def _polarity_line(rubric: Rubric) -> str:
     return "This is a NEGATIVE criterion: a high score means the response shows the flaw described."
 
 
-def build_rubric_evaluation_prompt(
-    rubric: Rubric, *, question: str, response: str, ground_truth: str | None
-) -> str:
+def build_rubric_evaluation_prompt(rubric: Rubric, *, question: str, response: str, ground_truth: str | None) -> str:
     """The prompt that scores one response against one titled rubric."""
     reference = str(ground_truth or "").strip()
     sections = [
@@ -54,7 +52,7 @@ def build_rubric_evaluation_prompt(
         sections.append(f"Choose exactly one of these scores:\n{levels}")
     choices = ", ".join(f"{score:g}" for score in allowed)
     sections.append(
-        'Answer with one JSON object and nothing else: {"score": <one of ' + choices + '>, '
+        'Answer with one JSON object and nothing else: {"score": <one of ' + choices + ">, "
         '"reasoning": "<one or two sentences>"}'
     )
     return "\n\n".join(sections)

@@ -58,9 +58,7 @@ def tags_in_order(text: str, tags: Sequence[str] = ("think", "answer"), *, stric
         closes = re.findall(rf"</{name}\s*>", text, re.IGNORECASE)
         if len(opens) != 1 or len(closes) != 1:
             return False
-        match = re.compile(rf"<{name}(?:\s[^>]*)?>.*?</{name}\s*>", re.DOTALL | re.IGNORECASE).search(
-            text, position
-        )
+        match = re.compile(rf"<{name}(?:\s[^>]*)?>.*?</{name}\s*>", re.DOTALL | re.IGNORECASE).search(text, position)
         if match is None:
             return False
         pieces.append(text[position : match.start()])

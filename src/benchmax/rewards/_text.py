@@ -3,43 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from benchmax.envs import completion_text
 
-def extract_completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
-    """The final assistant answer, stripped; ``""`` unless the transcript ends with one.
-
-    A plain string is taken as the answer itself. A transcript that ends on a
-    tool result (the model ran out of turns) has no answer, so it scores as
-    empty rather than as some earlier message. Surrounding whitespace is dropped
-    because models end replies with newlines: ``"42\\n"`` must equal ``"42"``.
-    """
-    if isinstance(completion, str):
-        return completion.strip()
-    if not completion:
-        return ""
-    last = completion[-1]
-    if not isinstance(last, Mapping) or last.get("role") != "assistant":
-        return ""
-    return content_text(last.get("content")).strip()
-
-
-def content_text(content: Any) -> str:
-    """Flatten OpenAI message content (a string or a list of parts) to text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, str):
-                parts.append(part)
-        return "".join(parts)
-    return str(content)
+extract_completion_text = completion_text
+"""The final assistant answer, stripped (0.2.x's name for :func:`benchmax.envs.completion_text`)."""
 
 
 _TAG_CACHE: dict[str, re.Pattern[str]] = {}
@@ -95,9 +64,7 @@ def last_line(text: str) -> str:
     return ""
 
 
-def extract_answer(
-    text: str, *, order: Sequence[str] = ("tag", "boxed", "last_line"), tag: str = "answer"
-) -> str:
+def extract_answer(text: str, *, order: Sequence[str] = ("tag", "boxed", "last_line"), tag: str = "answer") -> str:
     r"""The answer by the first strategy in ``order`` that finds one; ``""`` when none does.
 
     Strategies: ``"tag"`` (``<answer>…</answer>``), ``"boxed"`` (``\boxed{}``)

@@ -1,9 +1,10 @@
 """Reading tool use out of a transcript: calls per tool, budget, required tools, errors.
 
 Calls are read from the assistant messages' ``tool_calls`` and paired with the
-tool messages that answer them (by ``tool_call_id``). A tool message whose text
-starts with ``"error:"`` is an error: that is how the engine reports unknown
-tools, bad arguments and :class:`~benchmax.envs.ToolError` to the model.
+tool messages that answer them (by ``tool_call_id``). Which results were errors
+(an unknown tool, bad arguments, a :class:`~benchmax.envs.ToolError`) the engine
+records in each turn (``TurnRecord.tool_errors``); pass the rollout itself, so
+these helpers read that record rather than guess from a result's text.
 """
 
 from __future__ import annotations
@@ -13,31 +14,45 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.rewards._text import content_text
+from benchmax.envs import BaseRollout, TurnRecord, content_text, tool_error_ids
 
-_ERROR_PREFIX = "error:"
+Transcript = BaseRollout | Sequence[Mapping[str, Any]]
+"""A rollout (its messages and turn records), or bare messages when errors do not matter."""
+
+
+def _parts(
+    transcript: Transcript, turns: Sequence[TurnRecord | Mapping[str, Any]] | None
+) -> tuple[Sequence[Mapping[str, Any]], frozenset[str] | None]:
+    if isinstance(transcript, BaseRollout):
+        return transcript.messages, tool_error_ids(transcript.turns)
+    return transcript, tool_error_ids(turns) if turns is not None else None
+
+
+def _errors_known(errors: frozenset[str] | None, helper: str) -> frozenset[str]:
+    if errors is None:
+        raise TypeError(
+            f"{helper} needs to know which tool results were errors: pass the rollout "
+            "(or messages with turns=rollout.turns), not bare messages"
+        )
+    return errors
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
-    """One call the model made and what came back (``None``: no result in the transcript)."""
+    """One call the model made, what came back (``None``: no result), and whether it was an error."""
 
     id: str
     name: str
     arguments: str
     result: str | None
-
-    @property
-    def error(self) -> bool:
-        return self.result is not None and _is_error(self.result)
+    error: bool = False
 
 
-def _is_error(text: str) -> bool:
-    return text.lstrip().lower().startswith(_ERROR_PREFIX)
-
-
-def tool_calls(messages: Sequence[Mapping[str, Any]]) -> list[ToolCallRecord]:
-    """Every tool call in transcript order, each with its result text."""
+def tool_calls(
+    transcript: Transcript, *, turns: Sequence[TurnRecord | Mapping[str, Any]] | None = None
+) -> list[ToolCallRecord]:
+    """Every tool call in transcript order, each with its result text and whether it was an error."""
+    messages, errors = _parts(transcript, turns)
     results: dict[str, str] = {}
     for message in messages:
         if isinstance(message, Mapping) and message.get("role") == "tool":
@@ -59,52 +74,53 @@ def tool_calls(messages: Sequence[Mapping[str, Any]]) -> list[ToolCallRecord]:
                     name=str(function.get("name") or ""),
                     arguments=str(function.get("arguments") or ""),
                     result=results.get(call_id),
+                    error=errors is not None and call_id in errors,
                 )
             )
     return records
 
 
-def tool_call_counts(messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def tool_call_counts(transcript: Transcript) -> dict[str, int]:
     """How many times each tool was called, by name."""
-    return dict(Counter(record.name for record in tool_calls(messages)))
+    return dict(Counter(record.name for record in tool_calls(transcript)))
 
 
-def tool_errors(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many tool results were errors (text starting with ``"error:"``)."""
-    return sum(
-        1
-        for message in messages
-        if isinstance(message, Mapping)
-        and message.get("role") == "tool"
-        and _is_error(content_text(message.get("content")))
-    )
+def tool_errors(transcript: Transcript, *, turns: Sequence[TurnRecord | Mapping[str, Any]] | None = None) -> int:
+    """How many tool results told the model of an error (as the engine recorded them)."""
+    _, errors = _parts(transcript, turns)
+    return len(_errors_known(errors, "tool_errors"))
 
 
-def tool_efficiency(messages: Sequence[Mapping[str, Any]], budget: int) -> float:
+def tool_efficiency(transcript: Transcript, budget: int) -> float:
     """1.0 within ``budget`` calls, then ``budget / calls``: 8 calls on a budget of 4 score 0.5."""
     if budget < 0:
         raise ValueError(f"budget must be zero or more, got {budget!r}")
-    calls = len(tool_calls(messages))
+    calls = len(tool_calls(transcript))
     if calls <= budget:
         return 1.0
     return budget / calls
 
 
 def called_tool(
-    messages: Sequence[Mapping[str, Any]], name: str, *, successfully: bool = False
+    transcript: Transcript,
+    name: str,
+    *,
+    successfully: bool = False,
+    turns: Sequence[TurnRecord | Mapping[str, Any]] | None = None,
 ) -> float:
     """1.0 when the model called ``name`` (with ``successfully``: and got a non-error result)."""
-    for record in tool_calls(messages):
-        if record.name == name and (
-            not successfully or (record.result is not None and not record.error)
-        ):
+    if successfully:
+        _errors_known(_parts(transcript, turns)[1], "called_tool(..., successfully=True)")
+    for record in tool_calls(transcript, turns=turns):
+        if record.name == name and (not successfully or (record.result is not None and not record.error)):
             return 1.0
     return 0.0
 
 
 def tool_use_rewards(
-    messages: Sequence[Mapping[str, Any]],
+    transcript: Transcript,
     *,
+    turns: Sequence[TurnRecord | Mapping[str, Any]] | None = None,
     budget: int | None = None,
     required: Iterable[str] = (),
     prefix: str = "tools",
@@ -117,10 +133,10 @@ def tool_use_rewards(
     """
     rewards: dict[str, float] = {}
     if budget is not None:
-        rewards[f"{prefix}_efficiency"] = tool_efficiency(messages, budget)
+        rewards[f"{prefix}_efficiency"] = tool_efficiency(transcript, budget)
     names = list(required)
     if names:
-        hits = sum(called_tool(messages, name, successfully=True) for name in names)
+        hits = sum(called_tool(transcript, name, successfully=True, turns=turns) for name in names)
         rewards[f"{prefix}_required"] = hits / len(names)
-    rewards[f"{prefix}_errors"] = float(tool_errors(messages))
+    rewards[f"{prefix}_errors"] = float(tool_errors(transcript, turns=turns))
     return rewards

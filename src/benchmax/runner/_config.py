@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ class RunConfig:
     batch_size: int | None = None
     model: str | None = None
     """The model name sent to the server; ``None``: the one model the server lists."""
-    base_url: str = EMBEDDED
+    base_url: str | tuple[str, ...] = EMBEDDED
+    """The endpoint (``…/v1``), or several replicas of one model (a list); ``embedded`` by default."""
     api_key_env: str | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     run_dir: Path | None = None
@@ -55,6 +56,8 @@ class RunConfig:
     workers: int | None = None
 
     def __post_init__(self) -> None:
+        urls = _base_urls(self.base_url)
+        object.__setattr__(self, "base_url", urls[0] if len(urls) == 1 else urls)
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         if self.group_size < 1:
@@ -74,6 +77,11 @@ class RunConfig:
                 f"batch_size ({self.batch_size} rollouts) must be a positive multiple of "
                 f"group_size ({self.group_size}) so groups are never split across batches"
             )
+
+    @property
+    def base_urls(self) -> tuple[str, ...]:
+        """The replicas the run's requests are spread over (one for a single endpoint)."""
+        return self.base_url if isinstance(self.base_url, tuple) else (self.base_url,)
 
     def with_run_dir(self, default_root: Path = Path("runs")) -> RunConfig:
         if self.run_dir is not None:
@@ -108,6 +116,20 @@ class RunConfig:
         return cls(sampling=sampling, engine=EngineConfig(**engine), **values)
 
 
+def _base_urls(value: str | Sequence[str]) -> tuple[str, ...]:
+    urls = (value,) if isinstance(value, str) else tuple(value)
+    if not urls or not all(isinstance(url, str) and url.strip() for url in urls):
+        raise ValueError(f"base_url must be a URL or a list of URLs, got {value!r}")
+    if len(urls) > 1:
+        if EMBEDDED in urls:
+            raise ValueError("the embedded model cannot be one of several replicas: give only --base-url URLs")
+        stripped = [url.rstrip("/") for url in urls]
+        twice = sorted({url for url in stripped if stripped.count(url) > 1})
+        if twice:
+            raise ValueError(f"base_url lists {', '.join(twice)} more than once; give each replica once")
+    return urls
+
+
 def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") -> Path:
     """``runs/[PREFIX]NAME-YYYYmmdd-HHMMSS``, NAME being the env's own name (the same rule for eval and train).
 
@@ -115,12 +137,14 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
     directory spec, the file stem of ``path/env.py:Class``, the module of
     ``package.module:Class``, the package of an installed env.
     """
-    spec = env.rstrip("/")
+    spec = env.rstrip("/").split("@", 1)[0]
     head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
     path = Path(head)
     if path.suffix == ".py":
         name = path.parent.name if path.stem in ("env", "main") and path.parent.name else path.stem
+    elif path.exists() or "/" in head:
+        name = path.name
     else:
-        name = path.name.rsplit(".", 1)[-1] if not path.exists() else path.name
-    name = name.split("@", 1)[0] or "run"
+        name = head.rsplit(".", 1)[-1]
+    name = name or "run"
     return root / f"{prefix}{name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,11 +1,18 @@
 """The model endpoint of a run: checked before any rollout is spent, watched while the run goes.
 
 A ``--base-url`` endpoint gets one preflight request, so an unreachable server
-or a URL missing its ``/v1`` stops the run at once with what to do. The
-embedded model is started here (its server must pass a self-test first) and
-supervised: when its process dies mid-run, that is said at once (how it died,
-the end of its log), the endpoint's gate holds the rollouts that were waiting,
-and the server is restarted on the same port, a bounded number of times.
+or a URL missing its ``/v1`` stops the run at once with what to do. With
+several replicas each gets one: a run none of them can serve is refused, and
+a replica that cannot be reached yet is said, marked down and routed around
+until it answers. The embedded model is started here (its server must pass a
+self-test first) and supervised: when its process dies mid-run, that is said at
+once (how it died, the end of its log), the endpoint's gate holds the rollouts
+that were waiting, and the server is restarted on the same port, a bounded
+number of times.
+
+While the run goes, :class:`EndpointWatch` keeps the run store and the live
+progress told of every outage, and stops the run when its endpoint is down
+past the outage budget.
 """
 
 from __future__ import annotations
@@ -13,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from benchmax.auth import ModelAuth
-from benchmax.client import ClientPool, EndpointGate, HttpModelClient, ModelError
+from benchmax.client import ClientPool, EndpointGate, GateEvent, HttpModelClient, ModelError, Outage, ReplicaRouter
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -31,8 +38,11 @@ _WATCH_INTERVAL = 0.2
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     base_url: str
+    """What rollouts are sent to: the server, or the key of its replicas' router (the first replica)."""
     model: str
     embedded: bool = False
+    replicas: tuple[str, ...] = ()
+    """The servers behind ``base_url`` (itself alone when there is one)."""
 
 
 class EndpointError(ModelError):
@@ -44,7 +54,7 @@ class EndpointError(ModelError):
 
 @contextlib.asynccontextmanager
 async def model_endpoint(
-    base_url: str | None,
+    base_url: str | Sequence[str] | None,
     model: str | None,
     clients: ClientPool,
     *,
@@ -54,19 +64,19 @@ async def model_endpoint(
 ) -> AsyncIterator[Endpoint]:
     """The endpoint to send rollouts to; ``base_url=None`` starts the embedded model.
 
-    Without ``model``, the one model the server lists at ``/models`` is used. A
-    base URL the pool routes to a client of its own (a trainer's in-process
-    policy, registered with ``ClientPool.register``) needs no preflight.
+    ``base_url`` may list several replicas of one model. Without ``model``, the
+    one model the servers list at ``/models`` is used. A base URL the pool
+    routes to a client of its own (a trainer's in-process policy, registered
+    with ``ClientPool.register``) needs no preflight.
     """
-    if base_url is not None and not isinstance(clients.get(base_url), HttpModelClient):
-        yield Endpoint(base_url.rstrip("/"), model or "policy")
-        return
     if base_url is not None:
-        try:
-            served = await clients.http(base_url).preflight(model, auth=auth)
-        except ModelError as exc:
-            raise EndpointError(str(exc)) from None
-        yield Endpoint(base_url.rstrip("/"), model or _only_model(base_url, served))
+        urls = tuple(url.rstrip("/") for url in ([base_url] if isinstance(base_url, str) else base_url))
+        if len(urls) == 1 and not isinstance(clients.get(urls[0]), HttpModelClient | ReplicaRouter):
+            yield Endpoint(urls[0], model or "policy", replicas=urls)
+            return
+        key = clients.route(urls)
+        served = await _preflight(urls, model, clients, auth)
+        yield Endpoint(key, model or _only_model(served), replicas=urls)
         return
     from benchmax.local import EmbeddedModel, EmbeddedModelError
 
@@ -77,7 +87,7 @@ async def model_endpoint(
         raise EndpointError(str(exc)) from None
     supervisor = asyncio.create_task(_supervise(server, clients.gate(server.base_url)), name="benchmax-embedded")
     try:
-        yield Endpoint(server.base_url, server.model, embedded=True)
+        yield Endpoint(server.base_url, server.model, embedded=True, replicas=(server.base_url,))
     finally:
         supervisor.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -85,11 +95,55 @@ async def model_endpoint(
         await server.astop()
 
 
-def _only_model(base_url: str, served: list[str]) -> str:
-    if len(served) > 1:
-        listed = ", ".join(served[:8]) + (", ..." if len(served) > 8 else "")
-        raise EndpointError(f"{base_url} serves {len(served)} models ({listed}); choose one with --model")
-    return served[0] if served else "default"
+async def _preflight(
+    urls: tuple[str, ...], model: str | None, clients: ClientPool, auth: ModelAuth | None
+) -> dict[str, list[str]]:
+    """Check every replica at once; returns the models each reachable one lists.
+
+    One that cannot be reached (or answers 5xx, still starting) is marked down
+    and probed until it answers, while the others serve; any other refusal (a
+    key refused, a URL without ``/v1``) is a mistake to fix, and stops the run.
+    """
+    answers = await asyncio.gather(
+        *(clients.http(url).preflight(model, auth=auth) for url in urls), return_exceptions=True
+    )
+    served: dict[str, list[str]] = {}
+    unreachable: dict[str, str] = {}
+    for url, answer in zip(urls, answers, strict=True):
+        if isinstance(answer, ModelError):
+            if len(urls) == 1 or (answer.status is not None and answer.status < 500):
+                raise EndpointError(str(answer))
+            unreachable[url] = str(answer)
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            served[url] = answer
+    if not served:
+        raise EndpointError(
+            f"none of the {len(urls)} replicas can be reached: " + "; ".join(unreachable.values())
+        )
+    for url, why in unreachable.items():
+        logger.warning(
+            "replica %s cannot serve yet (%s); the run goes on with the other %d and sends to it once it answers",
+            url,
+            why,
+            len(served),
+        )
+        await clients.gate(url).failure(why, "refused")
+    return served
+
+
+def _only_model(served: Mapping[str, list[str]]) -> str:
+    lists = {url: models for url, models in served.items()}
+    url, models = next(iter(lists.items()))
+    if len(models) > 1:
+        listed = ", ".join(models[:8]) + (", ..." if len(models) > 8 else "")
+        raise EndpointError(f"{url} serves {len(models)} models ({listed}); choose one with --model")
+    differ = {other: listed for other, listed in lists.items() if listed and models and listed != models}
+    if differ:
+        said = "; ".join(f"{other}: {', '.join(listed[:4])}" for other, listed in {url: models, **differ}.items())
+        raise EndpointError(f"the replicas serve different models ({said}); choose one with --model")
+    return models[0] if models else next((listed[0] for listed in lists.values() if listed), "default")
 
 
 async def _supervise(server: Any, gate: EndpointGate) -> None:
@@ -124,3 +178,109 @@ async def _supervise(server: Any, gate: EndpointGate) -> None:
             gate.fail(f"the embedded model server could not be restarted: {exc}")
             return
         gate.release()
+
+
+class OutageSource(Protocol):
+    """Where a run hears of its endpoint's outages: the client pool, or the Ray executor's merged view."""
+
+    def subscribe(self, listener: Callable[[GateEvent, Outage], None]) -> None: ...
+
+    def outages(self) -> list[Outage]: ...
+
+    def waiting(self, base_url: str) -> int: ...
+
+    def failed(self, base_url: str) -> bool: ...
+
+
+class Recorder(Protocol):
+    def record_outage(self, outage: Outage) -> None: ...
+
+
+class OutageObserver(Protocol):
+    def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None: ...
+
+
+Stats = Callable[[], Mapping[str, Any]]
+
+
+class EndpointWatch:
+    """Tells the run store and the observer of every outage of the run's endpoint, and stops the run past its budget.
+
+    ``stop`` is called once, with the reason, when requests for the endpoint
+    fail for being down too long (every replica, with several): nothing those
+    requests held may be stored, so the run stops and ``--resume`` reruns them.
+    While a server is down the observer hears again every second, so the number
+    of rollouts waiting stays current; with several replicas, an observer with an
+    ``on_endpoints`` method hears each second how many requests each served
+    (from ``stats``, the executor's).
+    """
+
+    REFRESH = 1.0
+
+    def __init__(
+        self,
+        source: OutageSource,
+        endpoint: Endpoint,
+        session: Recorder,
+        observer: OutageObserver | None,
+        stop: Callable[[str], None],
+        *,
+        stats: Stats | None = None,
+    ) -> None:
+        self.source = source
+        self.stats = stats
+        self.endpoint = endpoint
+        self.session = session
+        self.observer = observer
+        self._stop = stop
+        self._stopped = False
+        self._refresh: asyncio.Task[None] | None = None
+
+    def __enter__(self) -> EndpointWatch:
+        self.source.subscribe(self._on_outage)
+        for outage in self.source.outages():  # found before the run began (a replica down at preflight)
+            self._on_outage("down" if outage.ended_at is None else "up", outage)
+        if self.observer is not None:
+            self._refresh = asyncio.get_running_loop().create_task(self._keep_observer_current())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+        on_endpoints = getattr(self.observer, "on_endpoints", None)
+        if on_endpoints is not None and self.stats is not None and len(self.endpoint.replicas) > 1:
+            on_endpoints(self.stats().get("endpoints") or {})
+
+    def stop(self, reason: str) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._stop(reason)
+
+    def _on_outage(self, event: GateEvent, outage: Outage) -> None:
+        if outage.endpoint not in self.endpoint.replicas:
+            return
+        self.session.record_outage(outage)
+        if self.observer is not None:
+            self.observer.on_outage(event, outage, self.source.waiting(self.endpoint.base_url))
+        if event == "failed" and self.source.failed(self.endpoint.base_url):
+            reason = outage.error or outage.cause
+            self.stop(reason if len(self.endpoint.replicas) == 1 else _all_down(self.endpoint, reason))
+
+    async def _keep_observer_current(self) -> None:
+        assert self.observer is not None
+        on_endpoints = getattr(self.observer, "on_endpoints", None)
+        if len(self.endpoint.replicas) < 2 or self.stats is None:
+            on_endpoints = None
+        while True:
+            if on_endpoints is not None and self.stats is not None:
+                on_endpoints(self.stats().get("endpoints") or {})
+            await asyncio.sleep(self.REFRESH)
+            for outage in self.source.outages():
+                if outage.ended_at is None and outage.endpoint in self.endpoint.replicas:
+                    self.observer.on_outage(
+                        "failed" if outage.failed else "down", outage, self.source.waiting(self.endpoint.base_url)
+                    )
+
+
+def _all_down(endpoint: Endpoint, reason: str) -> str:
+    return f"all {len(endpoint.replicas)} replicas of {endpoint.base_url} are down; the last: {reason}"

@@ -8,6 +8,15 @@ back as groups settle and a slow actor delays only its own groups. A group whose
 actor dies is run again on another actor: the store only ever sees the result
 that came back, so nothing is lost or written twice.
 
+Each actor keeps its own client pool, so its own view of which servers (or
+replicas) are down: a failed connection tells each actor within one request,
+and sharing the view would put a cross-process call on every request's path.
+The driver follows every actor's outage events (one long-poll call per actor)
+and merges them into one view for the run store and the live progress. A
+group whose requests an outage failed (past ``--max-outage``) does not come
+back as a result: the driver raises :class:`EndpointDown` and the run stops,
+resumable, with nothing of that group stored.
+
 This module is imported only for ``executor="ray"``; local runs never load Ray.
 """
 
@@ -33,6 +42,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only where Ray is absent
     raise ImportError("executor='ray' needs Ray installed: pip install 'benchmax[ray]'") from exc
 
+from benchmax.client import EndpointDown, GateEvent, Outage
 from benchmax.engine import EngineConfig, GroupResult
 from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
 from benchmax.runner._config import RunConfig
@@ -56,28 +66,75 @@ CLOSE_TIMEOUT = 60.0
 """Seconds each actor gets for its env's ``aclose`` at the end of a run."""
 
 _LOST = (RayActorError, ObjectLostError)
+_FOLLOW_INTERVAL = 2.0
+"""Seconds an actor holds the driver's call for its outage events when it has none to tell."""
 
 
 class _Worker:
     """The actor body: one env, one executor, in one Ray worker process."""
 
-    def __init__(self, spec: str, kwargs: dict[str, Any], engine: EngineConfig) -> None:
+    def __init__(
+        self, spec: str, kwargs: dict[str, Any], engine: EngineConfig, replicas: tuple[str, ...] = ()
+    ) -> None:
         self._spec = EnvSpec(spec, kwargs)
         self._engine_config = engine
+        self._replicas = replicas
         self._env: Environment | None = None
         self._executor: LocalExecutor | None = None
+        self._events: list[tuple[GateEvent, Outage]] = []
+        self._changed: asyncio.Event | None = None
+        self._endpoints: set[str] = set()
+        self._last_failure = ""
 
     async def start(self) -> dict[str, Any]:
         """Build the env here, not in ``__init__``, so its errors come back as ordinary exceptions."""
         self._env = self._spec.load()
         self._executor = LocalExecutor(self._env, self._engine_config)
+        clients = self._executor.clients
+        if len(self._replicas) > 1:
+            clients.route(self._replicas)
+        self._changed = asyncio.Event()
+        clients.subscribe(self._on_outage)
         await self._executor.start()
         return {"node": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
-    async def run_group(self, requests: list[RolloutRequest]) -> tuple[GroupResult, dict[str, Any]]:
+    async def run_group(self, requests: list[RolloutRequest]) -> tuple[GroupResult | None, dict[str, Any], str]:
+        """The group's result and this actor's client counters; no result, and why, when an outage
+        failed requests while the group ran (what it holds is not a result to store)."""
         assert self._executor is not None, "start() must run before run_group()"
+        self._endpoints.update(request.base_url for request in requests)
+        before = self._endpoint_down()
         result = await self._executor.run_group(requests)
-        return result, self._executor.stats()
+        stats = self._executor.stats()
+        if self._endpoint_down() > before:
+            return None, stats, self._last_failure or "the model endpoint is down past the outage budget"
+        return result, stats, ""
+
+    async def outage_events(self, after: int, timeout: float) -> tuple[list[tuple[GateEvent, Outage]], dict[str, int]]:
+        """The outage events past the first ``after`` (waiting up to ``timeout`` s for one), and the
+        requests waiting per endpoint."""
+        assert self._changed is not None and self._executor is not None
+        if len(self._events) <= after:
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        clients = self._executor.clients
+        return self._events[after:], {url: clients.waiting(url) for url in self._endpoints}
+
+    def _on_outage(self, event: GateEvent, outage: Outage) -> None:
+        self._events.append((event, outage))
+        if event == "failed" and outage.error:
+            self._last_failure = outage.error
+            if len(self._replicas) > 1:
+                self._last_failure = (
+                    f"all {len(self._replicas)} replicas of {self._replicas[0]} are down; the last: {outage.error}"
+                )
+        if self._changed is not None:
+            self._changed.set()
+
+    def _endpoint_down(self) -> int:
+        assert self._executor is not None
+        return int(self._executor.stats()["failures"].get("endpoint_down", 0))
 
     async def aclose(self) -> None:
         if self._executor is not None:
@@ -100,6 +157,104 @@ class _Handle:
     reserved: bool = False
     """Held for a group's last try: no new groups, and that group starts once the others drain."""
     client_stats: dict[str, Any] = field(default_factory=dict)
+
+
+class _MergedOutages:
+    """The driver's view of the servers' outages, merged from every actor's gates.
+
+    A server is down for the run from the first actor's gate tripping to the
+    last one's recovering; the requests held and rerouted are summed over the
+    actors. Stopping the run is the actors' call (a group that comes back as
+    :class:`EndpointDown`), so :meth:`failed` never says so by itself.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: list[Any] = []
+        self._down: dict[str, dict[int, Outage]] = {}
+        """Per server, the outage each actor's gate is in."""
+        self._done: dict[str, tuple[int, int]] = {}
+        """Per server, requests held and rerouted by actors already back, in the current outage."""
+        self._current: dict[str, Outage] = {}
+        self._ended: list[Outage] = []
+        self._waiting: dict[int, dict[str, int]] = {}
+
+    def subscribe(self, listener: Any) -> None:
+        self._listeners.append(listener)
+
+    def outages(self) -> list[Outage]:
+        return [*self._ended, *self._current.values()]
+
+    def waiting(self, base_url: str) -> int:
+        return sum(counts.get(base_url, 0) for counts in self._waiting.values())
+
+    def failed(self, base_url: str) -> bool:
+        return False
+
+    def actor_events(self, actor: int, events: Sequence[tuple[GateEvent, Outage]], waiting: dict[str, int]) -> None:
+        self._waiting[actor] = waiting
+        for event, outage in events:
+            if event == "up":
+                self._actor_back(actor, outage.endpoint, outage.ended_at or time.time(), outage)
+            else:
+                self._actor_down(actor, event, outage)
+
+    def actor_lost(self, actor: int) -> None:
+        """An actor died: what it saw down is no longer held by it."""
+        self._waiting.pop(actor, None)
+        for url, per_actor in list(self._down.items()):
+            outage = per_actor.get(actor)
+            if outage is not None:
+                self._actor_back(actor, url, time.time(), outage)
+
+    def _actor_down(self, actor: int, event: GateEvent, outage: Outage) -> None:
+        url = outage.endpoint
+        per_actor = self._down.setdefault(url, {})
+        per_actor[actor] = outage
+        merged = self._current.get(url)
+        if merged is None:
+            merged = self._reopen(url, outage) or Outage(url, started_at=outage.started_at, cause=outage.cause)
+            self._done.setdefault(url, (0, 0))
+        held, rerouted = self._done[url]
+        merged = replace(
+            merged,
+            held=held + sum(item.held for item in per_actor.values()),
+            rerouted=rerouted + sum(item.rerouted for item in per_actor.values()),
+            failed=merged.failed or outage.failed,
+            error=outage.error or merged.error,
+        )
+        self._current[url] = merged
+        self._emit(event, merged)
+
+    def _reopen(self, url: str, outage: Outage) -> Outage | None:
+        """An actor's gate went on with an outage that had ended (down again right after coming back)."""
+        for index in range(len(self._ended) - 1, -1, -1):
+            ended = self._ended[index]
+            if ended.endpoint == url and ended.ended_at is not None and outage.started_at <= ended.ended_at:
+                del self._ended[index]
+                return replace(ended, ended_at=None)
+        self._done[url] = (0, 0)
+        return None
+
+    def _actor_back(self, actor: int, url: str, when: float, outage: Outage) -> None:
+        per_actor = self._down.get(url, {})
+        per_actor.pop(actor, None)
+        held, rerouted = self._done.get(url, (0, 0))
+        self._done[url] = (held + outage.held, rerouted + outage.rerouted)
+        merged = self._current.get(url)
+        if merged is None or per_actor:
+            return
+        held, rerouted = self._done.pop(url)
+        ended = replace(merged, ended_at=when, held=held, rerouted=rerouted)
+        del self._current[url]
+        self._ended.append(ended)
+        self._emit("up", ended)
+
+    def _emit(self, event: GateEvent, outage: Outage) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event, outage)
+            except Exception:
+                logger.exception("a listener of the Ray executor's outages failed")
 
 
 class _RolloutSlots:
@@ -152,6 +307,8 @@ class RayExecutor:
         self._reruns = 0
         self._groups = 0
         self._endpoint_checked = False
+        self.outage_source = _MergedOutages()
+        self._followers: set[asyncio.Task[None]] = set()
 
     def actors(self) -> list[tuple[Any, int]]:
         """The live actors and the rollouts each has in flight, for operators and fault drills."""
@@ -180,13 +337,17 @@ class RayExecutor:
                 _kill(handle)
             raise
         self._workers = handles
+        for handle in handles:
+            self._follow(handle)
         logger.info("ray executor: %d workers for %s", size, self.config.env)
 
     async def run_group(self, requests: Sequence[RolloutRequest]) -> GroupResult:
         batch = list(requests)
         if batch and not self._endpoint_checked:
             self._endpoint_checked = True
-            _warn_if_loopback(batch[0].base_url)
+            replicas = self.config.base_urls if len(self.config.base_urls) > 1 else (batch[0].base_url,)
+            for url in replicas:
+                _warn_if_loopback(url)
         lost: list[str] = []
         async with self._slots.hold(len(batch)):
             while len(lost) < MAX_GROUP_ATTEMPTS:
@@ -195,7 +356,7 @@ class RayExecutor:
                 handle.in_flight += len(batch)
                 ref = handle.actor.run_group.remote(batch)
                 try:
-                    result, stats = await ref
+                    result, stats, down = await ref
                 except asyncio.CancelledError:
                     with contextlib.suppress(Exception):
                         ray.cancel(ref)
@@ -212,6 +373,8 @@ class RayExecutor:
                         handle.reserved = False
                     await self._pool_changed()
                 handle.client_stats = stats
+                if result is None:
+                    raise EndpointDown(down)
                 self._groups += 1
                 if lost:
                     self._reruns += 1
@@ -220,12 +383,17 @@ class RayExecutor:
 
     def stats(self) -> dict[str, Any]:
         """Model-client counters summed over every actor, plus the pool's own."""
-        merged: dict[str, Any] = {"requests": 0, "retries": {}, "failures": {}}
+        merged: dict[str, Any] = {"requests": 0, "retries": {}, "failures": {}, "resent": 0}
+        endpoints: dict[str, dict[str, Any]] = {}
         for handle in [*self._workers, *self._retired]:
-            merged["requests"] += handle.client_stats.get("requests", 0)
-            for key in ("retries", "failures"):
-                for cause, count in handle.client_stats.get(key, {}).items():
-                    merged[key][cause] = merged[key].get(cause, 0) + count
+            stats = handle.client_stats
+            _add_counts(merged, stats)
+            if stats.get("rerouted"):
+                merged["rerouted"] = merged.get("rerouted", 0) + stats["rerouted"]
+            for url, figures in stats.get("endpoints", {}).items():
+                _add_counts(endpoints.setdefault(url, {"retries": {}, "failures": {}}), figures)
+        if endpoints:
+            merged["endpoints"] = endpoints
         merged["ray"] = {
             "workers": len(self._workers),
             "workers_started": self._spawned,
@@ -236,9 +404,9 @@ class RayExecutor:
         return merged
 
     async def aclose(self) -> None:
-        for task in list(self._starting):
+        for task in [*self._starting, *self._followers]:
             task.cancel()
-        await asyncio.gather(*self._starting, return_exceptions=True)
+        await asyncio.gather(*self._starting, *self._followers, return_exceptions=True)
         workers, self._workers = self._workers, []
         closing = [handle.actor.aclose.remote() for handle in workers]
         for handle, ref in zip(workers, closing, strict=True):
@@ -264,9 +432,34 @@ class RayExecutor:
     def _spawn(self) -> _Handle:
         self._spawned += 1
         actor = _RemoteWorker.options(num_cpus=1, scheduling_strategy="SPREAD").remote(
-            self._spec, dict(self.config.env_kwargs), self._engine_config
+            self._spec, dict(self.config.env_kwargs), self._engine_config, self.config.base_urls
         )
         return _Handle(actor, name=f"ray worker {self._spawned}")
+
+    def _follow(self, handle: _Handle) -> None:
+        """Keep one call to the actor's ``outage_events`` going, for the merged view of outages."""
+
+        async def follow() -> None:
+            seen = 0
+            try:
+                while handle in self._workers:
+                    ref = handle.actor.outage_events.remote(seen, _FOLLOW_INTERVAL)
+                    try:
+                        events, waiting = await ref
+                    except asyncio.CancelledError:
+                        with contextlib.suppress(Exception):
+                            ray.cancel(ref)
+                        raise
+                    seen += len(events)
+                    self.outage_source.actor_events(id(handle), events, waiting)
+            except (RayTaskError, *_LOST):
+                pass
+            finally:
+                self.outage_source.actor_lost(id(handle))
+
+        task = asyncio.create_task(follow(), name=f"benchmax-follow-{handle.name}")
+        self._followers.add(task)
+        task.add_done_callback(self._followers.discard)
 
     async def _start_worker(self, handle: _Handle) -> None:
         try:
@@ -345,6 +538,7 @@ class RayExecutor:
             logger.error("a replacement Ray worker did not start: %s", exc)
         else:
             self._workers.append(handle)
+            self._follow(handle)
         finally:
             # Off the starting set before waking anyone, so a pool with no worker and no
             # replacement coming is seen as such.
@@ -352,6 +546,14 @@ class RayExecutor:
             if current is not None:
                 self._starting.discard(current)
             await self._pool_changed()
+
+
+def _add_counts(into: dict[str, Any], stats: dict[str, Any]) -> None:
+    into["requests"] = into.get("requests", 0) + stats.get("requests", 0)
+    into["resent"] = into.get("resent", 0) + stats.get("resent", 0)
+    for key in ("retries", "failures"):
+        for cause, count in stats.get(key, {}).items():
+            into[key][cause] = into[key].get(cause, 0) + count
 
 
 def _warn_if_loopback(base_url: str) -> None:

@@ -1,14 +1,28 @@
-"""Rescoring: the env's current reward code over a stored run's transcripts, into a new run."""
+"""Rescoring: the env's current reward code over a stored run's transcripts, into a new run.
+
+The new run adopts the source's transcripts as stored (they do not change) and
+only the scores are computed and written. Scoring is spread over worker
+processes (each loads the env once and scores chunks of groups read straight
+from the source file), so a cheap reward uses the machine's cores; within a
+worker, groups are scored concurrently up to a bound, so a judge-based reward
+(a model call per rollout) keeps at most ``concurrency`` calls in flight in all.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
 import time
-from collections import defaultdict
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmax.engine import Engine, StoredRollout
+import orjson
+
+from benchmax.engine import Engine, EngineConfig, StoredRollout
 from benchmax.envs import (
     BaseEnv,
     EnvSpec,
@@ -20,98 +34,236 @@ from benchmax.envs import (
     TurnRecord,
 )
 from benchmax.runner._config import RunConfig
-from benchmax.runner._session import GroupKey, RunSession
-from benchmax.store import RolloutRecord, Run
+from benchmax.runner._session import RunSession
+from benchmax.store import RolloutScore, Run, ScoredGroup, decode_transcript
+
+_CHUNK_GROUPS = 250
+_IN_PROCESS_BELOW = 20_000
+"""Runs smaller than this (rollouts) are rescored in this process: starting workers costs more."""
+_NOT_INHERITED = ("status", "error", "kind", "created_at", "started_at", "ended_at", "active_seconds", "outages")
+"""Source metadata that describes the source's own run, not the rescored one."""
 
 
-async def arescore(source: Path, *, env_spec: str | None = None, run_dir: Path | None = None) -> Path:
+async def arescore(
+    source: Path,
+    *,
+    env_spec: str | None = None,
+    run_dir: Path | None = None,
+    workers: int | None = None,
+    concurrency: int = 64,
+) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
     Operational failures stay failures (there is no transcript to score);
     rollout ids, groups and batches are kept so ``benchmax diff`` lines up.
+    ``workers`` processes score (default: one per core, up to 8, for big runs;
+    this process for small ones); at most ``concurrency`` groups are scored at once.
     """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1 (--concurrency)")
     with Run(source) as old:
         meta = old.meta
         config = RunConfig.from_meta(meta["config"])
-        spec = EnvSpec(env_spec or config.env, config.env_kwargs)
-        env = spec.load()
-        if not isinstance(env, BaseEnv):
-            raise EnvSpecError(f"{spec.spec}: rescoring needs a BaseEnv (its compute_reward hooks)")
-        target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
-        engine = Engine(env, config.engine)
-        try:
-            session = RunSession.create(
-                target,
-                kind="rescore",
-                meta={
-                    **{
-                        key: value
-                        for key, value in meta.items()
-                        if key not in ("status", "error", "kind", "created_at", "started_at", "ended_at", "outages")
-                    },
-                    "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
-                    "rescored_from": str(source),
-                    "source_created_at": meta.get("created_at"),
-                },
-            )
-            async with session.running():
-                await _rescore_groups(old, session, engine, meta, config.split)
-                session.close_batches()
-        finally:
-            await engine.aclose()
-            await env.aclose()
+        rollouts = len(old)
+        chunks = _chunks(old)
+    spec = EnvSpec(env_spec or config.env, config.env_kwargs)
+    target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
+    workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
+    job = _Job(str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers))
+    scorer = _Scorer(job)
+    scorer.load()  # fails early, before the new run exists, when the env cannot rescore
+    try:
+        if workers > 1:
+            await scorer.aclose()  # each worker loads its own
+        session = RunSession.create(
+            target,
+            kind="rescore",
+            meta={
+                **{key: value for key, value in meta.items() if key not in _NOT_INHERITED},
+                "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
+                "rescored_from": str(source),
+                "source_created_at": meta.get("created_at"),
+            },
+        )
+        async with session.running():
+            await asyncio.to_thread(session.adopt, source)
+            if workers == 1:
+                for chunk in chunks:
+                    for group in await scorer.score(chunk):
+                        await asyncio.to_thread(session.write_scores, group)
+            else:
+                await _in_workers(job, chunks, workers, session)
+            await asyncio.to_thread(session.close_batches)
+    finally:
+        await scorer.aclose()
     return target
 
 
-async def _rescore_groups(old: Run, session: RunSession, engine: Engine, meta: dict[str, Any], split: str) -> None:
-    examples = {example.id: example for example in old.examples()}
-    session.add_examples(split, old.examples())
-    by_group: dict[str, list[RolloutRecord]] = defaultdict(list)
-    for record in old.rollouts():
-        by_group[record.group_id].append(record)
-    for group in old.groups():
-        records = sorted(by_group.get(group.group_id, ()), key=lambda record: record.sample_index)
-        if not records:
-            continue
-        example = examples.get(group.example_id) or Example(
-            group.example_id, {"prompt_messages": records[0].messages[:1]}
-        )
-        requests = [_request(record, example, meta) for record in records]
-        started = time.time()
-        result = await engine.rescore_group(requests, [_stored(record) for record in records])
-        session.write_group(
-            GroupKey(group.group_id, group.example_id, group.example_idx, group.step),
-            result,
-            batch=group.batch,
-            started_at=started,
-            sample_indices=[record.sample_index for record in records],
-        )
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """What a worker needs to score chunks of the source run (picklable)."""
+
+    source: str
+    env: str
+    env_kwargs: dict[str, Any]
+    engine: EngineConfig
+    meta: dict[str, Any]
+    concurrency: int
 
 
-def _request(record: RolloutRecord, example: Example[Any], meta: dict[str, Any]) -> RolloutRequest[Any]:
+def _chunks(run: Run) -> list[tuple[int, int]]:
+    """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
+    ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
+    return [
+        (ranges[start][0], ranges[min(start + _CHUNK_GROUPS, len(ranges)) - 1][1])
+        for start in range(0, len(ranges), _CHUNK_GROUPS)
+    ]
+
+
+async def _in_workers(job: _Job, chunks: Sequence[tuple[int, int]], workers: int, session: RunSession) -> None:
+    context = multiprocessing.get_context("spawn")
+    loop = asyncio.get_running_loop()
+    with concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_worker_start, initargs=(job,)
+    ) as pool:
+        pending = {loop.run_in_executor(pool, _worker_score, chunk) for chunk in chunks}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    for group in future.result():
+                        await asyncio.to_thread(session.write_scores, group)
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+class _Scorer:
+    """Scores chunks of the source run with the env's reward hooks (one per process)."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.env: BaseEnv | None = None
+        self.engine: Engine | None = None
+        self.run: Run | None = None
+
+    def load(self) -> None:
+        env = EnvSpec(self.job.env, self.job.env_kwargs).load()
+        if not isinstance(env, BaseEnv):
+            raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
+        self.env = env
+        self.engine = Engine(env, self.job.engine)
+        self.run = Run(self.job.source)
+        self.examples: dict[str, Example] = {}
+
+    async def score(self, chunk: tuple[int, int]) -> list[ScoredGroup]:
+        assert self.run is not None and self.engine is not None
+        first, last = chunk
+        groups = self.run.sql(
+            "SELECT group_id, example_id, first_seq, last_seq FROM groups WHERE first_seq BETWEEN ? AND ?"
+            " ORDER BY first_seq",
+            (first, last),
+        )
+        records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
+        examples = self._examples({example_id for _, example_id, _, _ in groups})
+        slots = asyncio.Semaphore(self.job.concurrency)
+
+        async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
+            rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
+            example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
+            async with slots:
+                started = time.time()
+                result = await self.engine.rescore_group(  # type: ignore[union-attr]
+                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                )
+            return ScoredGroup(
+                group_id=group_id,
+                scores=tuple(
+                    RolloutScore(row[0], outcome.termination_reason, outcome.error, dict(outcome.rewards), outcome.logs)
+                    for row, outcome in zip(rows, result.outcomes, strict=True)
+                ),
+                logs=result.logs,
+                started_at=started,
+                ended_at=time.time(),
+            )
+
+        return list(await asyncio.gather(*(one(*group) for group in groups)))
+
+    def _examples(self, wanted: set[str]) -> dict[str, Example]:
+        assert self.run is not None
+        missing = sorted(wanted - self.examples.keys())
+        for start in range(0, len(missing), 500):
+            part = missing[start : start + 500]
+            for example_id, payload in self.run.sql(
+                f"SELECT example_id, payload FROM examples WHERE example_id IN ({','.join('?' * len(part))})", part
+            ):
+                self.examples[example_id] = Example(example_id, orjson.loads(payload))
+        found = {example_id: self.examples[example_id] for example_id in wanted if example_id in self.examples}
+        if len(self.examples) > 50_000:
+            self.examples.clear()
+        return found
+
+    async def aclose(self) -> None:
+        """Release the env, engine and source file (again: a no-op)."""
+        engine, env, run = self.engine, self.env, self.run
+        self.engine = self.env = self.run = None
+        if engine is not None:
+            await engine.aclose()
+        if env is not None:
+            await env.aclose()
+        if run is not None:
+            run.close()
+
+
+_worker: tuple[_Scorer, asyncio.AbstractEventLoop] | None = None
+
+
+def _worker_start(job: _Job) -> None:
+    import atexit
+
+    global _worker
+    loop = asyncio.new_event_loop()
+    scorer = _Scorer(job)
+    scorer.load()
+    _worker = (scorer, loop)
+    atexit.register(lambda: loop.run_until_complete(scorer.aclose()))
+
+
+def _worker_score(chunk: tuple[int, int]) -> list[ScoredGroup]:
+    assert _worker is not None
+    scorer, loop = _worker
+    return loop.run_until_complete(scorer.score(chunk))
+
+
+def _messages(row: Sequence[Any]) -> list[dict[str, Any]]:
+    return decode_transcript(row[19]) or []
+
+
+def _request(row: Sequence[Any], example: Example, meta: dict[str, Any]) -> RolloutRequest:
     return RolloutRequest(
-        rollout_id=record.rollout_id,
+        rollout_id=row[1],
         example=example,
         model=str(meta.get("model") or "stored"),
         base_url="stored://transcript",
-        split=record.split,  # type: ignore[arg-type]
-        sampling=SamplingParams.from_dict(record.sampling),
+        split=row[7],
+        sampling=SamplingParams.from_dict(decode_transcript(row[21]) if row[21] else None),
     )
 
 
-def _stored(record: RolloutRecord) -> StoredRollout:
-    turns = tuple(TurnRecord.from_dict(turn) for turn in record.turns)
-    reason, error = record.termination_reason, record.error
+def _stored(row: Sequence[Any]) -> StoredRollout:
+    messages = decode_transcript(row[19]) or []
+    turns = tuple(TurnRecord.from_dict(turn) for turn in decode_transcript(row[20]) or [])
+    reason, error = row[8], row[9]
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
-        reason, error = _loop_reason(record), None
-    return StoredRollout(record.messages, reason, error, turns)
+        reason, error = _loop_reason(messages, turns), None
+    return StoredRollout(messages, reason, error, turns)
 
 
-def _loop_reason(record: RolloutRecord) -> str:
+def _loop_reason(messages: list[dict[str, Any]], turns: tuple[TurnRecord, ...]) -> str:
     """How the model loop ended, for a rollout whose stored reason is its scoring failure."""
-    if record.turns and record.turns[-1].get("finish_reason") == "length":
+    if turns and turns[-1].finish_reason == "length":
         return TerminationReason.OUTPUT_EXCEEDED
-    last = record.messages[-1] if record.messages else {}
+    last = messages[-1] if messages else {}
     if last.get("role") == "assistant" and not last.get("tool_calls"):
         return TerminationReason.FINISHED
     return TerminationReason.MAX_TURNS_EXCEEDED

@@ -15,13 +15,13 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import StaticBearerAuth
-from benchmax.client import ClientPool, GateEvent, Outage
+from benchmax.client import ClientPool, EndpointDown, GateEvent, Outage
 from benchmax.engine import GroupResult
 from benchmax.envs import (
     DatasetError,
@@ -30,14 +30,15 @@ from benchmax.envs import (
     Example,
     RolloutRequest,
     SamplingParams,
-    collect_examples,
+    TerminationReason,
     data_directory,
+    open_examples,
 )
 from benchmax.errors import BenchmaxError
 from benchmax.runner._config import EMBEDDED, RunConfig
-from benchmax.runner._endpoint import Endpoint, model_endpoint
+from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
-from benchmax.runner._session import GroupKey, RunSession, group_keys
+from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._verdict import RunVerdict, judge_run
 from benchmax.store import Run, RunStats
 
@@ -102,8 +103,8 @@ async def arun(
         if env is None:
             env = spec.load()
         base_dir = data_directory(spec, config.data_dir) if owned else Path(config.data_dir or Path.cwd())
-        examples = await collect_examples(env, config.split, base_dir, max_examples=config.max_examples)
-        if not examples:
+        examples = await open_examples(env, config.split, base_dir, max_examples=config.max_examples)
+        if next(iter(examples), None) is None:  # also checks the first example before anything starts
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
             )
@@ -112,32 +113,42 @@ async def arun(
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
         async with model_endpoint(
-            None if config.base_url == EMBEDDED else config.base_url,
+            None if config.base_url == EMBEDDED else config.base_urls,
             config.model,
             clients,
             log_dir=run_dir,
             auth=auth,
         ) as endpoint:
-            session = RunSession.resume(run_dir) if resume else RunSession.create(
-                run_dir, kind="eval", meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold}
+            session = (
+                RunSession.resume(run_dir)
+                if resume
+                else RunSession.create(
+                    run_dir, kind="eval", meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold}
+                )
             )
+            try:  # one pass over the dataset stores (or checks) it and finds what is left to run
+                plan = await asyncio.to_thread(_plan, session, config, examples)
+            except BaseException as exc:
+                session.abandon(exc) if resume else session.discard()
+                raise
             async with session.running():
                 session.set_meta(
                     env_class=f"{type(env).__module__}.{type(env).__qualname__}",
                     env_file=_source_file(env),
                     model=endpoint.model,
-                    base_url=EMBEDDED if endpoint.embedded else endpoint.base_url,
+                    base_url=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
                 )
-                session.check_examples(config.split, examples)
                 new_rollouts = await _schedule(
-                    config, executor, examples, session, observer, endpoint, auth, clients
+                    config, executor, examples, plan, session, observer, endpoint, auth, clients
                 )
                 await asyncio.to_thread(session.close_batches)
         client_stats = executor.stats()
-        outages = tuple(clients.outages())
+        outages = tuple(_outage_source(executor, clients).outages())
     finally:
         if executor is not None:
             await executor.aclose()
+        if clients is not None and clients is not getattr(executor, "clients", None):
+            await clients.aclose()  # the driver's own pool, for the preflight under Ray
         if owned and env is not None:
             try:
                 await env.aclose()
@@ -145,9 +156,7 @@ async def arun(
                 logger.exception("%s.aclose() failed", type(env).__name__)
     with Run(run_dir) as run:
         stats = run.stats()
-    return RunResult(
-        run_dir, stats, new_rollouts, client_stats, judge_run(stats, config.max_failure_rate), outages
-    )
+    return RunResult(run_dir, stats, new_rollouts, client_stats, judge_run(stats, config.max_failure_rate), outages)
 
 
 def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
@@ -180,6 +189,16 @@ def make_executor(
     return LocalExecutor(env, config.engine, clients=clients)
 
 
+def _stored_url(endpoint: Endpoint) -> str | list[str]:
+    return list(endpoint.replicas) if len(endpoint.replicas) > 1 else endpoint.base_url
+
+
+def _outage_source(executor: GroupExecutor, clients: ClientPool) -> OutageSource:
+    """Who sees the endpoint's outages: the pool the rollouts use, or the Ray executor's merged view of its actors'."""
+    source = getattr(executor, "outage_source", None)
+    return source if source is not None else clients
+
+
 def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
     """The client pool whose gates guard this run's endpoint (the driver's own, under Ray)."""
     clients = getattr(executor, "clients", None)
@@ -193,10 +212,69 @@ def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
     )
 
 
+_KEEP_PENDING = 100_000
+"""Pending groups the planning pass keeps (a resumed run's are usually few) instead of finding them again."""
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What the planning pass found: the dataset's size, the groups left per batch, and
+    the pending groups themselves when they are few enough to keep."""
+
+    examples: int
+    left_in_batch: dict[int, int]
+    pending: list[tuple[GroupKey, Example[Any]]] | None
+
+
+def _plan(session: RunSession, config: RunConfig, examples: Iterable[Example[Any]]) -> _Plan:
+    per_batch = config.groups_per_batch()
+    plan = _Plan(0, {}, [])
+    for chunk in _pending_chunks(session, config.split, examples, sync=True):
+        plan.examples += chunk.examples
+        for key, _ in chunk.pending:
+            batch = _batch(key.example_index, per_batch)
+            plan.left_in_batch[batch] = plan.left_in_batch.get(batch, 0) + 1
+        if plan.pending is not None:
+            plan.pending.extend(chunk.pending)
+            if len(plan.pending) > _KEEP_PENDING:
+                plan.pending = None
+    return plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    examples: int
+    pending: list[tuple[GroupKey, Example[Any]]]
+
+
+def _pending_chunks(
+    session: RunSession, split: str, examples: Iterable[Example[Any]], *, sync: bool
+) -> Iterator[_Chunk]:
+    """The dataset in chunks, each with those of its groups not stored yet."""
+    for keyed in session.keyed_examples(split, examples, sync=sync):
+        done = session.completed_among([key for key, _ in keyed])
+        yield _Chunk(len(keyed), [(key, example) for key, example in keyed if key.id not in done])
+
+
+async def _pending(
+    session: RunSession, split: str, examples: Iterable[Example[Any]], plan: _Plan
+) -> AsyncIterator[tuple[GroupKey, Example[Any]]]:
+    """The groups to run, in dataset order: the planned ones, or found again chunk by chunk."""
+    if plan.pending is not None:
+        for item in plan.pending:
+            yield item
+        return
+    chunks = _pending_chunks(session, split, examples, sync=False)
+    while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+        for item in chunk.pending:
+            yield item
+
+
 async def _schedule(
     config: RunConfig,
     executor: GroupExecutor,
-    examples: Sequence[Example[Any]],
+    examples: Iterable[Example[Any]],
+    plan: _Plan,
     session: RunSession,
     observer: RunObserver | None,
     endpoint: Endpoint,
@@ -205,34 +283,37 @@ async def _schedule(
 ) -> int:
     size = config.group_size
     per_batch = config.groups_per_batch()
-    done = session.completed_groups()
-    keys = group_keys(config.split, examples)
-    pending = [(key, examples[key.example_index]) for key in keys if key.id not in done]
+    left_in_batch = plan.left_in_batch
+    pending_groups = sum(left_in_batch.values())
     if observer is not None:
         observer.on_start(
-            total_rollouts=len(keys) * size, done_rollouts=(len(keys) - len(pending)) * size, run_dir=session.run_dir
+            total_rollouts=plan.examples * size,
+            done_rollouts=(plan.examples - pending_groups) * size,
+            run_dir=session.run_dir,
         )
-    left_in_batch: dict[int, int] = {}
-    for key, _ in pending:
-        batch = _batch(key.example_index, per_batch)
-        left_in_batch[batch] = left_in_batch.get(batch, 0) + 1
+    if not pending_groups:
+        return 0
     slots = asyncio.Semaphore(max(1, config.concurrency // size))
     written = 0
     stopping: list[str] = []
     main = asyncio.current_task()
 
-    def on_outage(event: GateEvent, outage: Outage) -> None:
-        session.record_outage(outage)
-        if observer is not None:
-            observer.on_outage(event, outage, clients.gate(endpoint.base_url).waiting)
-        if event == "failed" and not stopping:
-            # Nothing held by the outage may be stored as a failure: the run stops
-            # here, whole groups only, and --resume reruns what is missing.
-            stopping.append(outage.cause)
+    def stop(reason: str) -> None:
+        # The endpoint is down past its budget. Nothing its outage held may be stored
+        # as a failure: the run stops here, whole groups only, and --resume reruns the rest.
+        if not stopping:
+            stopping.append(reason)
             if main is not None:
                 main.cancel()
 
-    clients.subscribe(on_outage)
+    watch = EndpointWatch(
+        _outage_source(executor, clients),
+        endpoint,
+        session,
+        observer if hasattr(observer, "on_outage") else None,
+        stop,
+        stats=executor.stats,
+    )
 
     async def run_group(key: GroupKey, example: Example[Any]) -> None:
         nonlocal written
@@ -250,11 +331,20 @@ async def _schedule(
                 for sample in range(size)
             ]
             started = time.time()
-            result = await executor.run_group(requests)
+            try:
+                result = await executor.run_group(requests)
+            except EndpointDown as exc:  # raised by a Ray actor whose requests the outage failed
+                watch.stop(str(exc))
+                return
+            down = _env_down(executor, result)
+            if down is not None:  # the env's server went away: nothing it touched is stored as a failure
+                watch.stop(down)
+                return
             if stopping:
                 return
             batch = _batch(key.example_index, per_batch)
-            session.write_group(key, result, batch=batch, started_at=started)
+            # waits while the store's writer lags: the slot stays taken, so no new group starts
+            await session.awrite_group(key, result, batch=batch, started_at=started)
             written += size
             if observer is not None:
                 observer.on_group(result)
@@ -273,8 +363,9 @@ async def _schedule(
             failures.append(task.exception())  # type: ignore[arg-type]
 
     stop_sigterm = _install_sigterm()
+    watch.__enter__()
     try:
-        for key, example in pending:
+        async for key, example in _pending(session, config.split, examples, plan):
             await slots.acquire()
             if failures:
                 raise failures[0]
@@ -292,11 +383,23 @@ async def _schedule(
             raise RunStopped(f"{stopping[0]}; the run stopped with every finished group stored") from None
         raise
     finally:
+        watch.__exit__()
         stop_sigterm()
         for task in list(tasks):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return written
+
+
+def _env_down(executor: GroupExecutor, result: GroupResult) -> str | None:
+    """Why the env can run no more rollouts (a served env whose server went away), else ``None``."""
+    env = getattr(executor, "env", None)
+    if isinstance(env, Environment) and env.unavailable is not None:
+        return env.unavailable
+    for outcome in result.outcomes:
+        if outcome.termination_reason == TerminationReason.ENV_UNAVAILABLE:
+            return outcome.error or "the env's server stopped answering"
+    return None
 
 
 def _source_file(env: Environment[Any, Any]) -> str | None:
@@ -327,4 +430,3 @@ def _install_sigterm() -> Callable[[], None]:
     except (NotImplementedError, RuntimeError):
         return lambda: None
     return lambda: loop.remove_signal_handler(signal.SIGTERM)
-

@@ -22,7 +22,7 @@ from benchmax import __version__
 from benchmax.client import Outage
 from benchmax.engine import GroupResult
 from benchmax.envs import Example
-from benchmax.store import GroupWrite, RunStatus, RunWriter, StoreError
+from benchmax.store import DB_NAME, GroupWrite, RunStatus, RunWriter, ScoredGroup, StoreError
 
 RunKind = Literal["eval", "rescore", "train"]
 
@@ -115,27 +115,49 @@ class RunSession:
     def add_examples(self, split: str, examples: Iterable[Example[Any]]) -> None:
         self.writer.add_examples(split, examples)
 
-    def check_examples(self, split: str, examples: Sequence[Example[Any]]) -> None:
-        """Store the examples of a new run; on resume, refuse a dataset that changed."""
-        stored = self.writer.example_ids()
-        current = list(dict.fromkeys(example.id for example in examples))
-        if not stored:
-            self.add_examples(split, examples)
-            return
-        if self.resumed and stored != current:
-            first = next(
-                (i for i, (a, b) in enumerate(zip(stored, current, strict=False)) if a != b),
-                min(len(stored), len(current)),
-            )
-            raise StoreError(
-                f"the dataset changed since this run started: {len(stored)} stored examples vs "
-                f"{len(current)} now, first difference at index {first}; resume needs the same data"
-            )
+    def keyed_examples(
+        self, split: str, examples: Iterable[Example[Any]], *, sync: bool
+    ) -> Iterator[list[tuple[GroupKey, Example[Any]]]]:
+        """The examples in chunks, each with its group key, streamed (never held whole).
 
-    def completed_groups(self) -> set[str]:
-        return self.writer.completed_groups()
+        With ``sync`` each chunk is first stored (a new run) or checked against the
+        stored dataset (a resumed run: a changed dataset raises :class:`StoreError`
+        at its first difference). A repeated example gets the next occurrence
+        number, as :func:`group_keys` gives it; only repeats are counted, so the
+        memory this takes does not grow with the dataset.
+        """
+        repeats: dict[str, int] = {}
+        positioned = self.writer.synced(split, examples, resume=self.resumed) if sync else self.writer.located(examples)
+        for chunk in positioned:
+            keyed = []
+            for index, example, first in chunk:
+                occurrence = 0
+                if first != index:
+                    occurrence = repeats.get(example.id, 0) + 1
+                    repeats[example.id] = occurrence
+                keyed.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
+            yield keyed
+
+    def completed_among(self, keys: Sequence[GroupKey]) -> set[str]:
+        """Which of these groups are stored already (indexed by dataset position: cheap per chunk)."""
+        if not keys:
+            return set()
+        return self.writer.completed_in(keys[0].example_index, keys[-1].example_index)
 
     # Writes.
+
+    async def awrite_group(
+        self,
+        key: GroupKey,
+        result: GroupResult,
+        *,
+        batch: int,
+        started_at: float,
+        ended_at: float | None = None,
+        sample_indices: Sequence[int] | None = None,
+    ) -> None:
+        """:meth:`write_group` from async code: waits (without blocking the loop) while the store lags."""
+        await self.writer.awrite_group(_group_write(key, result, batch, started_at, ended_at, sample_indices))
 
     def write_group(
         self,
@@ -147,21 +169,17 @@ class RunSession:
         ended_at: float | None = None,
         sample_indices: Sequence[int] | None = None,
     ) -> None:
-        """Queue one settled group for the store (it lands whole, in one transaction)."""
-        self.writer.write_group(
-            GroupWrite(
-                group_id=key.id,
-                example_id=key.example_id,
-                example_idx=key.example_index,
-                batch=batch,
-                step=key.step,
-                outcomes=result.outcomes,
-                sample_indices=tuple(sample_indices if sample_indices is not None else range(len(result.outcomes))),
-                logs=result.logs,
-                started_at=started_at,
-                ended_at=ended_at if ended_at is not None else time.time(),
-            )
-        )
+        """Queue one settled group for the store (it lands whole, in one transaction; blocks while the
+        store's queue is full, so a lagging writer slows the producers instead of growing memory)."""
+        self.writer.write_group(_group_write(key, result, batch, started_at, ended_at, sample_indices))
+
+    def adopt(self, source: str | Path) -> None:
+        """Copy a stored run's examples and transcripts into this new one (rescoring keeps them)."""
+        self.writer.adopt(source)
+
+    def write_scores(self, group: ScoredGroup) -> None:
+        """Queue the new scores of one group of an adopted run."""
+        self.writer.write_scores(group)
 
     def record_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Keep a training step's metrics (per-component rewards, dead-group share, IS
@@ -173,7 +191,8 @@ class RunSession:
         self.writer.fill_batch(batch)
 
     def close_batches(self) -> None:
-        for batch in self.writer.batches():
+        """Zero-fill every batch written to since its last fill (on resume, only those)."""
+        for batch in self.writer.unfilled_batches():
             self.writer.fill_batch(batch)
 
     def record_outage(self, outage: Outage) -> None:
@@ -241,6 +260,40 @@ class RunSession:
         )
         self.close()
 
+    def discard(self) -> None:
+        """Remove a new run that never started (its dataset failed the first pass): a data
+        error leaves no run behind, so the inspector does not list a run that never was."""
+        if self.resumed:
+            raise StoreError("a resumed run is never discarded; abandon it instead")
+        self.close()
+        for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+            with suppress(FileNotFoundError):
+                (self.run_dir / name).unlink()
+        with suppress(OSError):
+            self.run_dir.rmdir()  # only when nothing else (a server log) was written there
+
     def close(self) -> None:
         self._closed = True
         self.writer.close()
+
+
+def _group_write(
+    key: GroupKey,
+    result: GroupResult,
+    batch: int,
+    started_at: float,
+    ended_at: float | None,
+    sample_indices: Sequence[int] | None,
+) -> GroupWrite:
+    return GroupWrite(
+        group_id=key.id,
+        example_id=key.example_id,
+        example_idx=key.example_index,
+        batch=batch,
+        step=key.step,
+        outcomes=result.outcomes,
+        sample_indices=tuple(sample_indices if sample_indices is not None else range(len(result.outcomes))),
+        logs=result.logs,
+        started_at=started_at,
+        ended_at=ended_at if ended_at is not None else time.time(),
+    )

@@ -1,31 +1,51 @@
-"""``benchmax validate``: every problem of an env, each with its location, before a real run."""
+"""``benchmax validate``: every problem of an env, each with its location, before a real run.
+
+No model is needed: besides loading the env, reading both splits and checking the
+tool declarations, validate runs the env's own hooks on a synthetic finished
+rollout of each example it reads (inside ``rollout_context``, as the engine
+would), so a reward that reads a field the data lacks, returns a string, or was
+written without ``async`` shows up here rather than in the middle of a run.
+With ``--base-url`` it also runs one real group.
+"""
 
 from __future__ import annotations
 
+import inspect
 import sys
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.engine import Engine, EngineConfig, validate_tools
 from benchmax.envs import (
+    CHAT_ROLES,
     SPLITS,
     BaseEnv,
+    BaseRollout,
     DatasetError,
     EnvDefinitionError,
+    Environment,
     EnvSpec,
     EnvSpecError,
     Example,
     RolloutRequest,
+    TerminationReason,
     check_env_definition,
     check_prompt_messages,
+    collect_dataset_problems,
     data_directory,
     example_location,
+    implements,
     is_scorable,
     open_dataset,
     to_example,
 )
+
+_HOOKS = ("create_dataset", "compute_reward", "compute_group_rewards", "list_tools", "run_tool", "aclose")
+_SYNTHETIC_ANSWER = "benchmax validate: a synthetic final answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +58,9 @@ class Problem:
 class Report:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    loaded: bool = False
+    """Whether the env could be loaded and constructed (else nothing else was checked)."""
 
     @property
     def ok(self) -> bool:
@@ -56,7 +79,7 @@ async def validate_env(
     model: str = "default",
     api_key_env: str | None = None,
 ) -> Report:
-    """Load, build both splits, check payloads and tools, optionally run one group."""
+    """Every problem found by loading the env, reading both splits and running its hooks."""
     report = Report()
     try:
         cls = spec.load_class()
@@ -65,22 +88,35 @@ async def validate_env(
         return report
     source = getattr(sys.modules.get(cls.__module__), "__file__", None)
     where = f"{source}:{cls.__qualname__}" if source else f"{cls.__module__}.{cls.__qualname__}"
+    _check_async_hooks(cls, where, report)
     try:
         env = cls(**dict(spec.kwargs))
     except EnvDefinitionError as exc:
         report.problem(where, str(exc))
         return report
     except Exception as exc:
-        report.problem(where, f"constructing it raised {type(exc).__name__}: {exc}")
+        report.problem(where, f"constructing it raised {type(exc).__name__}: {exc}{_frame(exc)}")
         return report
     report.notes.append(f"loaded {where}")
+    report.loaded = True
     try:
+        for diagnostic in env.validation_diagnostics():
+            target = report.problem if diagnostic.severity == "error" else None
+            text = f"{diagnostic.code}: {diagnostic.message}"
+            location = diagnostic.location or where
+            if target is not None:
+                target(location, text)
+            else:
+                report.warnings.append(f"{location}: {text}")
         if isinstance(env, BaseEnv):
             await _check_base_env(env, where, report)
         base_dir = data_directory(spec, data_dir)
-        examples: dict[str, list[Example]] = {}
+        examples: dict[str, list[Example[Any]]] = {}
         for split in SPLITS:
             examples[split] = await _check_split(env, split, base_dir, max_examples, where, report)
+        if isinstance(env, BaseEnv) and not any(p.message.startswith("hook ") for p in report.problems):
+            for split in SPLITS:
+                await _check_hooks(env, split, examples[split], where, report)
         if base_url and isinstance(env, BaseEnv) and report.ok:
             sample = (examples.get("eval") or examples.get("train") or [None])[0]
             if sample is not None:
@@ -93,6 +129,28 @@ async def validate_env(
     return report
 
 
+def _check_async_hooks(cls: type[Environment[Any, Any]], where: str, report: Report) -> None:
+    """The engine awaits every hook: one written with ``def`` instead of ``async def`` fails at run time."""
+    for hook in _HOOKS:
+        if not implements(cls, hook):
+            continue
+        function = inspect.unwrap(getattr(cls, hook))
+        if inspect.iscoroutinefunction(function):
+            continue
+        try:
+            line = inspect.getsourcelines(function)[1]
+            at = f"{inspect.getsourcefile(function)}:{line}"
+        except (OSError, TypeError):
+            at = where
+        report.problem(at, f"hook {hook} must be defined with `async def` (benchmax awaits it)")
+    context = cls.__dict__.get("rollout_context") if implements(cls, "rollout_context") else None
+    if context is not None and (inspect.isasyncgenfunction(context) or inspect.iscoroutinefunction(context)):
+        report.problem(
+            f"{where}.rollout_context",
+            "hook rollout_context must be an async context manager: decorate it with @asynccontextmanager and `yield`",
+        )
+
+
 async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
     try:
         check_env_definition(env)
@@ -100,54 +158,144 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
         report.problem(where, str(exc))
     try:
         tools = validate_tools(await env.list_tools(), owner=type(env).__name__)
-        report.notes.append(f"{len(tools)} tools: {', '.join(tools) or 'none'}")
     except EnvDefinitionError as exc:
         report.problem(f"{where}.list_tools", str(exc))
+        return
     except Exception as exc:
-        report.problem(f"{where}.list_tools", f"raised {type(exc).__name__}: {exc}")
+        report.problem(f"{where}.list_tools", f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+        return
+    for name, tool in tools.items():
+        parameters = tool["function"].get("parameters") or {}
+        properties = parameters.get("properties") or {}
+        missing = [key for key in parameters.get("required") or () if key not in properties]
+        if missing:
+            report.problem(
+                f"{where}.list_tools",
+                f"tool {name!r} requires {missing}, which its parameters' properties do not declare",
+            )
+    report.notes.append(f"{len(tools)} tools: {', '.join(tools) or 'none'}")
 
 
 async def _check_split(
-    env: BaseEnv | object, split: str, base_dir: Path, max_examples: int, where: str, report: Report
-) -> list[Example]:
-    try:
-        dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)  # type: ignore[arg-type]
-    except DatasetError as exc:
-        report.problem(f"{where}.create_dataset({split!r})", str(exc))
-        return []
-    except Exception as exc:
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        report.problem(
-            f"{where}.create_dataset({split!r})",
-            f"raised {type(exc).__name__}: {exc} (at {frame.filename}:{frame.lineno})",
-        )
-        return []
+    env: Environment[Any, Any], split: str, base_dir: Path, max_examples: int, where: str, report: Report
+) -> list[Example[Any]]:
+    owner = f"{where}.create_dataset({split!r})"
+    with collect_dataset_problems() as problems:
+        try:
+            dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)  # type: ignore[arg-type]
+        except DatasetError as exc:
+            report.problem(owner, str(exc))
+            return []
+        except Exception as exc:
+            report.problem(owner, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+            return []
+    for problem in problems:
+        report.problem(owner, str(problem))
     examples = []
+    label_owner = f"{type(env).__name__}.create_dataset({split!r})"
     try:
         for index, item in enumerate(dataset):
             if index >= max_examples:
                 break
-            owner = f"{type(env).__name__}.create_dataset({split!r})"
-            label = example_location(dataset, owner, index)
+            label = example_location(dataset, label_owner, index)
             try:
                 example = to_example(item, where=label)
                 if isinstance(env, BaseEnv):
                     check_prompt_messages(example.payload, where=label)
+                    _check_roles(example.payload, label, owner, report)
             except DatasetError as exc:
-                report.problem(f"{where}.create_dataset({split!r})", str(exc))
+                report.problem(owner, str(exc))
                 continue
             examples.append(example)
     except Exception as exc:
-        report.problem(f"{where}.create_dataset({split!r})", f"iterating it raised {type(exc).__name__}: {exc}")
-    if not examples and not any(p.where.endswith(f"({split!r})") for p in report.problems):
-        report.problem(f"{where}.create_dataset({split!r})", "the split is empty")
-    report.notes.append(f"{split}: {len(examples)} examples checked")
+        report.problem(owner, f"iterating it raised {type(exc).__name__}: {exc}{_frame(exc)}")
+    if not examples and not any(p.where == owner for p in report.problems):
+        report.problem(owner, "the split is empty")
+    report.notes.append(f"{split}: {len(examples)} example{'' if len(examples) == 1 else 's'} checked")
     return examples
+
+
+def _check_roles(payload: Mapping[str, Any], label: str, owner: str, report: Report) -> None:
+    for index, message in enumerate(payload.get("prompt_messages") or ()):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if isinstance(role, str) and role not in CHAT_ROLES:
+            roles = ", ".join(CHAT_ROLES)
+            where = f"{label}: prompt_messages[{index}].role"
+            report.problem(owner, f"{where} {role!r} is not a chat role; use one of {roles}")
+
+
+async def _check_hooks(env: BaseEnv, split: str, examples: Sequence[Example[Any]], where: str, report: Report) -> None:
+    """Run ``compute_reward`` (and the group hook) on a synthetic finished rollout of each example."""
+    if not examples:
+        return
+    rollouts: list[BaseRollout] = []
+    for index, example in enumerate(examples):
+        rollout_id = f"validate/{split}/{index}"
+        payload = example.payload
+        messages = [dict(message) for message in payload["prompt_messages"]]
+        messages.append({"role": "assistant", "content": _SYNTHETIC_ANSWER})
+        rollout = BaseRollout(
+            rollout_id=rollout_id,
+            termination_reason=TerminationReason.FINISHED,
+            messages=messages,
+            example_args={key: value for key, value in payload.items() if key != "prompt_messages"},
+            split=split,  # type: ignore[arg-type]
+            example_id=example.id,
+        )
+        at = f"{where}.compute_reward ({split} example {index})"
+        try:
+            async with env.rollout_context(rollout_id, example):
+                if implements(env, "compute_reward"):
+                    rewards = await env.compute_reward(rollout)
+                    problem = _reward_problem(rewards, "compute_reward")
+                    if problem is not None:
+                        report.problem(at, problem)
+        except Exception as exc:
+            report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+            continue
+        rollouts.append(rollout)
+    if rollouts and implements(env, "compute_group_rewards"):
+        at = f"{where}.compute_group_rewards ({split})"
+        try:
+            value = await env.compute_group_rewards(rollouts)
+        except Exception as exc:
+            report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+            return
+        if value is not None and not isinstance(value, Mapping | list | tuple):
+            report.problem(at, f"must return {{rollout_id: rewards}} or a list, got {type(value).__name__}")
+        elif isinstance(value, Mapping):
+            for rollout_id, rewards in value.items():
+                problem = _reward_problem(rewards, f"compute_group_rewards[{rollout_id!r}]")
+                if problem is not None:
+                    report.problem(at, problem)
+    report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic rollout(s)")
+
+
+def _reward_problem(value: object, hook: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return f"{hook} must return a dict of {{component: number}}, got {type(value).__name__}"
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip():
+            return f"{hook} returned a reward key {key!r}; keys must be non-empty strings"
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            return f"{hook} returned {key!r}={item!r} ({type(item).__name__}); rewards must be numbers"
+    return None
+
+
+def _frame(exc: BaseException) -> str:
+    """`` (at FILE:LINE)`` of the innermost frame outside benchmax, where the env's code raised."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if "/benchmax/" not in frame.filename]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename}:{frame.lineno})"
 
 
 async def _check_group(
     env: BaseEnv,
-    example: Example,
+    example: Example[Any],
     base_url: str,
     model: str,
     api_key_env: str | None,
@@ -155,21 +303,14 @@ async def _check_group(
     report: Report,
 ) -> None:
     auth = StaticBearerAuth.from_env(api_key_env) if api_key_env else None
-    engine = Engine(env, EngineConfig(request_timeout=120))
+    engine = Engine(env, EngineConfig(request_timeout=120, max_outage=30))
     try:
-        requests = [
-            RolloutRequest(f"validate#{index}", example, model, base_url, auth, "eval") for index in range(2)
-        ]
+        requests = [RolloutRequest(f"validate#{index}", example, model, base_url, auth, "eval") for index in range(2)]
         result = await engine.run_group(requests)
     finally:
         await engine.aclose()
     for outcome in result.outcomes:
         if is_scorable(outcome.termination_reason):
-            report.notes.append(
-                f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}"
-            )
+            report.notes.append(f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}")
         else:
-            report.problem(
-                f"{where} rollout {outcome.rollout_id}",
-                f"{outcome.termination_reason}: {outcome.error}",
-            )
+            report.problem(f"{where} rollout {outcome.rollout_id}", f"{outcome.termination_reason}: {outcome.error}")

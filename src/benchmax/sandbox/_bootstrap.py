@@ -105,6 +105,15 @@ def unshare_network():
     return failure
 
 
+def die_with_parent(parent):
+    """SIGKILL this program when benchmax dies, even by SIGKILL (nothing is left running)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if os.getppid() != parent:
+        os._exit(_SETUP_FAILED)
+
+
 def _set_limits(config):
     mib = 1024 * 1024
     limits = [
@@ -223,6 +232,7 @@ def main():
         print(failure or "ok")
         return
     config = json.loads(sys.argv[1])
+    die_with_parent(config["parent"])
     workdir = config["workdir"]
     if config["network"] == "namespace":
         failure = unshare_network()

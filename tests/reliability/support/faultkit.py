@@ -225,7 +225,10 @@ async def drill(
     tasks_left = len(asyncio.all_tasks() - {asyncio.current_task()})
     fds_after = await settle_fds(fds_before)
     with open_run(run_dir) as run:
-        rows = run.sql("SELECT rollout_id, termination_reason, messages FROM rollouts")
+        rows = run.sql(
+            "SELECT r.rollout_id, r.termination_reason, bmx_json(t.messages) FROM rollouts AS r"
+            " JOIN transcripts AS t ON t.seq = r.seq"
+        )
         status = run.meta["status"]
     reasons = Counter(reason for _, reason, _ in rows)
     finished_prompts = {

@@ -11,6 +11,8 @@ payload's id is its content hash. It is generic and subclassable as in 0.2.x:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from types import EllipsisType
 from typing import Any, TypeVar
@@ -22,10 +24,26 @@ from benchmax.envs._types import JsonRow
 from benchmax.envs.dataset import Dataset, resolve_under, to_example, validate_max_examples
 from benchmax.envs.shared_types import Example
 
-__all__ = ["JsonRow", "JsonlDataset", "resolve_dataset_path"]
+__all__ = ["JsonRow", "JsonlDataset", "collect_dataset_problems", "resolve_dataset_path"]
 
 Payload = TypeVar("Payload")
 RowToExample = Callable[[JsonRow], "Example[Any] | Mapping[str, Any]"]
+_PROBLEMS: ContextVar[list[DatasetError] | None] = ContextVar("benchmax_dataset_problems", default=None)
+
+
+@contextmanager
+def collect_dataset_problems() -> Iterator[list[DatasetError]]:
+    """Inside, a ``JsonlDataset`` skips each unusable line and records why, instead of stopping.
+
+    ``benchmax validate`` reads datasets this way so it can report every bad line
+    of a file, each with its ``file:line``, not only the first.
+    """
+    problems: list[DatasetError] = []
+    token = _PROBLEMS.set(problems)
+    try:
+        yield problems
+    finally:
+        _PROBLEMS.reset(token)
 
 
 def resolve_dataset_path(base_dir: Path, relative_path: str) -> Path:
@@ -74,32 +92,47 @@ class JsonlDataset(Dataset[Payload]):
         except IsADirectoryError:
             raise DatasetError(f"{self.path}: is a directory, expected a .jsonl file") from None
         count = 0
+        problems = _PROBLEMS.get()
         with handle:
             for line_number, raw in enumerate(handle, start=1):
                 if not raw.strip():
                     continue
                 where = f"{self.path}:{line_number}"
                 try:
-                    row = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: invalid JSON ({exc})") from None
-                if not isinstance(row, dict):
-                    raise DatasetRowTypeError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
-                converted: object = row
-                if self._row_to_example is not None:
-                    try:
-                        converted = self._row_to_example(row)
-                    except DatasetError as exc:
-                        raise type(exc)(f"{where}: {exc}") from exc
-                    except Exception as exc:
-                        exc.add_note(f"while loading {where}")
+                    example = self._example(raw, where)
+                except DatasetError as exc:
+                    if problems is None:
                         raise
-                example = to_example(converted, where=where)
+                    problems.append(exc)
+                    continue
+                except Exception as exc:
+                    if problems is None:
+                        raise
+                    problems.append(DatasetError(f"{where}: row_to_example raised {type(exc).__name__}: {exc}"))
+                    continue
                 self._lines.append(line_number)
                 yield example
                 count += 1
                 if self._max_examples is not None and count >= self._max_examples:
                     return
+
+    def _example(self, raw: bytes, where: str) -> Example[Any]:
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: invalid JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise DatasetRowTypeError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+        converted: object = row
+        if self._row_to_example is not None:
+            try:
+                converted = self._row_to_example(row)
+            except DatasetError as exc:
+                raise type(exc)(f"{where}: {exc}") from exc
+            except Exception as exc:
+                exc.add_note(f"while loading {where}")
+                raise
+        return to_example(converted, where=where)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r}, {len(self)} examples)"

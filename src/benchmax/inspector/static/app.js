@@ -73,6 +73,12 @@
     return h('span', { class: `badge ${kind || ''}`, text });
   }
 
+  // where a run stands, in the tone the server chose (a completed run that scored nothing is 'bad')
+  function statusBadge(state) {
+    if (!state || !state.status) return '—';
+    return badge(state.note ? `${state.status} · ${state.note}` : state.status, state.tone);
+  }
+
   function reasonBadge(reason, scored) {
     const ok = reason === 'finished';
     return h('span', { class: `badge reason ${ok ? 'ok' : scored ? 'warn' : 'bad'}`, text: reason, title: scored ? 'scored' : 'operational failure (not scored)' });
@@ -136,27 +142,61 @@
     return body;
   }
 
-  // The static bundle answers the same table queries in the browser.
-  function localPage(rows, params, filter, columnValue) {
-    let kept = filter ? rows.filter(filter) : rows.slice();
-    const sort = params.sort;
-    const desc = params.desc === '1';
-    if (sort) {
-      kept.sort((a, b) => {
-        const x = columnValue(a, sort);
-        const y = columnValue(b, sort);
-        if (x === y) return 0;
-        if (x === null || x === undefined) return 1;
-        if (y === null || y === undefined) return -1;
-        return (x < y ? -1 : 1) * (desc ? -1 : 1);
-      });
+  // The static bundle answers the table queries in the browser, from the store's one
+  // declaration of each table's parameters (QUERY_SPEC, shipped in the page): every
+  // filter and sort the server understands is applied here with the same meaning.
+  const fold = (text) => String(text).toLowerCase().normalize('NFKD').replace(/\p{M}/gu, '');
+  const words = (text) => fold(text).match(/[\p{L}\p{N}]+/gu) || [];
+  const given = (value) => value !== undefined && value !== null && value !== '' && !(Array.isArray(value) && !value.length);
+  const FILTERS = {
+    in: (f, value) => { const wanted = [].concat(value).filter(given); return (row) => wanted.includes(row[f.field]); },
+    eq: (f, value) => (row) => row[f.field] === value,
+    number: (f, value) => (row) => row[f.field] === Number(value),
+    flag: (f, value) => (value === '1' || value === '0' ? (row) => Boolean(row[f.field]) === ((value === '1') === f.true_means) : null),
+    component_range: (f, value, params) => (row) => {
+      const entry = (row.rewards || {})[value];
+      return Boolean(entry) && (!given(params[f.low]) || entry.value >= Number(params[f.low]))
+        && (!given(params[f.high]) || entry.value <= Number(params[f.high]));
+    },
+    // each word of the query begins a word of the row (rows carry their words, folded as the index folds them)
+    words: (f, value) => { const wanted = words(value); return (row) => wanted.length > 0 && wanted.every((w) => (row.words || []).some((have) => have.startsWith(w))); },
+    contains: (f, value) => { const q = String(value).toLowerCase(); return (row) => f.fields.some((name) => given(row[name]) && String(row[name]).toLowerCase().includes(q)); },
+  };
+
+  function compareValues(x, y, desc) {
+    const xNull = x === null || x === undefined;
+    const yNull = y === null || y === undefined;
+    if (xNull || yNull) return xNull === yNull ? 0 : xNull ? 1 : -1;  // nulls last either way
+    if (x === y) return 0;
+    return (x < y ? -1 : 1) * (desc ? -1 : 1);
+  }
+
+  function specPage(kind, rows, params) {
+    const spec = BOOT.data.overview.query_spec[kind];
+    let kept = rows;
+    for (const f of spec.filters) {
+      if (!given(params[f.param])) continue;
+      const test = FILTERS[f.op](f, params[f.param], params);
+      if (test) kept = kept.filter(test);
     }
+    const sort = params.sort || spec.default_sort;
+    const desc = params.desc === '1';
+    const prefix = spec.component_sort;
+    const keys = prefix && sort.startsWith(prefix) && sort.length > prefix.length
+      ? [(row) => ((row.rewards || {})[sort.slice(prefix.length)] || {}).value]
+      : (spec.sorts[sort] || spec.sorts[spec.default_sort]).map((key) => (row) => row[key]);
+    keys.push((row) => row[spec.tiebreak]);
+    kept = kept.slice().sort((a, b) => {
+      for (const key of keys) {
+        const order = compareValues(key(a), key(b), desc);
+        if (order) return order;
+      }
+      return 0;
+    });
     const offset = Number(params.offset || 0);
     const limit = Number(params.limit || 50);
     return { rows: kept.slice(offset, offset + limit), total: kept.length, offset, limit };
   }
-
-  const rowValue = (row, key) => (key.startsWith('c:') ? (row.rewards[key.slice(2)] || {}).value : key === 'order' ? row.example_idx : row[key]);
 
   const data = {
     runs: () => (STATIC ? BOOT.data : api('/runs')),
@@ -164,28 +204,9 @@
     distributions: (run) => (STATIC ? BOOT.data.overview.distributions : api(`/runs/${enc(run)}/distributions`)),
     progress: (run) => api(`/runs/${enc(run)}/progress`),
     steps: (run) => (STATIC ? { steps: BOOT.data.steps || [] } : api(`/runs/${enc(run)}/steps`)),
-    rollouts(run, params) {
-      if (!STATIC) return api(`/runs/${enc(run)}/rollouts`, params);
-      const q = (params.q || '').toLowerCase();
-      const reasons = params.reason ? [params.reason] : [];
-      const filter = (row) => (!reasons.length || reasons.includes(row.termination_reason))
-        && (!params.example || row.example_id === params.example)
-        && (params.step === undefined || params.step === '' || row.step === Number(params.step))
-        && (!params.failed || (params.failed === '1') !== row.scored)
-        && (!params.c || (row.rewards[params.c] && (params.cmin === undefined || params.cmin === '' || row.rewards[params.c].value >= Number(params.cmin))
-          && (params.cmax === undefined || params.cmax === '' || row.rewards[params.c].value <= Number(params.cmax))))
-        && (!q || [row.final_text, row.error, row.rollout_id, row.example_id].some((t) => t && t.toLowerCase().includes(q)));
-      return localPage(BOOT.data.rollouts, { sort: 'seq', ...params }, filter, rowValue);
-    },
-    examples(run, params) {
-      if (!STATIC) return api(`/runs/${enc(run)}/examples`, params);
-      const q = (params.q || '').toLowerCase();
-      return localPage(BOOT.data.examples, { sort: 'idx', ...params }, (row) => !q || row.example_id.toLowerCase().includes(q), rowValue);
-    },
-    groups(run, params) {
-      if (!STATIC) return api(`/runs/${enc(run)}/groups`, params);
-      return localPage(BOOT.data.groups, { sort: 'order', ...params }, (row) => params.no_signal !== '1' || row.no_signal, rowValue);
-    },
+    rollouts: (run, params) => (STATIC ? specPage('rollouts', BOOT.data.rollouts, params) : api(`/runs/${enc(run)}/rollouts`, params)),
+    examples: (run, params) => (STATIC ? specPage('examples', BOOT.data.examples, params) : api(`/runs/${enc(run)}/examples`, params)),
+    groups: (run, params) => (STATIC ? specPage('groups', BOOT.data.groups, params) : api(`/runs/${enc(run)}/groups`, params)),
     group: (run, id) => (STATIC ? BOOT.data : api(`/runs/${enc(run)}/groups/${enc(id)}`)),
     rollout: (run, id) => (STATIC ? BOOT.data : api(`/runs/${enc(run)}/rollouts/${enc(id)}`)),
     compare: (params) => api('/compare', params),
@@ -331,7 +352,7 @@
       { label: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : (run.env || '—') },
       { label: 'model', render: (run) => run.model || '—' },
       { label: 'created', render: (run) => date(run.created_at) },
-      { label: 'status', render: (run) => run.status ? badge(run.status, run.status === 'completed' ? 'ok' : run.status === 'running' ? 'info' : 'bad') : '—' },
+      { label: 'status', render: (run) => statusBadge(run.state) },
       { label: 'rollouts', num: true, render: (run) => fmt(run.rollouts) },
       { label: 'size', num: true, render: (run) => (run.bytes ? bytes(run.bytes) : '—') },
       ...components.map((name) => ({ label: name, num: true, title: `mean of ${name}`, render: (run) => fmt((run.components || {})[name]) })),
@@ -396,7 +417,7 @@
     examples: { sort: 'idx', desc: '0', limit: '50' },
     groups: { sort: 'order', desc: '0', limit: '50' },
   };
-  const FILTER_KEYS = ['reason', 'example', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal', 'step'];
+  const FILTER_KEYS = ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal', 'step'];
   let poller = null;
 
   async function runView(r) {
@@ -421,13 +442,20 @@
       const meta = overview.meta || {};
       const config = meta.config || {};
       put(title, 
-        h('h1', {}, run, ' ', meta.status ? badge(meta.status, meta.status === 'completed' ? 'ok' : meta.status === 'running' ? 'info' : 'bad') : null),
+        h('h1', {}, run, ' ', statusBadge(overview.state)),
         h('p', { class: 'muted' }, [
           `env ${meta.env_class || config.env || '—'}`, ` · model ${meta.model || config.model || '—'}`,
           ` · created ${date(meta.created_at)}`,
           overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
           meta.error ? h('span', { class: 'bad', text: ` · ${meta.error}` }) : null,
+          outageNote(meta.outages),
         ]));
+    }
+
+    function outageNote(outages) {
+      if (!Array.isArray(outages) || !outages.length) return null;
+      const lines = outages.map((o) => `${o.endpoint} down ${date(o.started_at)} for ${o.ended_at ? secs(o.ended_at - o.started_at) : '(not back)'}, ${fmt(o.held)} requests held${o.failed ? ', past --max-outage' : ''}: ${o.cause}`);
+      return h('span', { class: outages.some((o) => o.failed) ? 'bad' : '', title: lines.join('\n'), text: ` · ${outages.length} endpoint outage${outages.length > 1 ? 's' : ''}` });
     }
 
     let dist = null;
@@ -465,7 +493,7 @@
       const most = Math.max(1, ...overview.reasons.map((x) => x.count));
       for (const item of overview.reasons) {
         reasons.append(h('button', { type: 'button', class: 'reason-row', title: 'show these rollouts', onclick: () => update({ tab: 'rollouts', reason: item.reason, offset: '0' }) },
-          h('span', { class: 'reason-name' }, reasonBadge(item.reason, item.scored)),
+          h('span', { class: 'reason-name' }, reasonBadge(item.reason, item.scorable)),
           h('span', { class: 'reason-bar' }, h('span', { class: 'fill', dataset: { w: String(Math.round((100 * item.count) / most)) } })),
           h('span', { class: 'num', text: `${fmt(item.count)} (${pct(item.count / overview.rollouts)})` })));
       }
@@ -516,7 +544,7 @@
     }
 
     async function rolloutsTab() {
-      const params = tableParams('rollouts', ['reason', 'example', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'step']);
+      const params = tableParams('rollouts', ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'step']);
       const page = await data.rollouts(run, params);
       const names = Object.keys(overview.components);
       const filters = h('form', { class: 'filters', onsubmit: (event) => event.preventDefault() });
@@ -641,10 +669,10 @@
     await distributions;
 
     if (!STATIC) {
-      const stampOf = (progress) => `${progress.rollouts}/${progress.rewards}/${progress.status}`;
+      const stampOf = (progress) => `${progress.rollouts}/${progress.filled}/${progress.status}`;
       let seen = overview.progress ? stampOf(overview.progress) : null;
       const live = document.getElementById('live');
-      live.hidden = (overview.meta || {}).status !== 'running';
+      live.hidden = (overview.state || {}).status !== 'running';
       live.textContent = `● live · ${fmt(overview.rollouts)} rollouts`;
       clearInterval(poller);
       poller = setInterval(async () => {

@@ -1,0 +1,282 @@
+"""Comparing two runs of the same examples: per component and per example deltas, B minus A.
+
+One computation for ``benchmax diff`` (:func:`diff_runs`) and the inspector's
+compare page (:func:`compare`). Examples are matched by id, which survives a
+re-ordered dataset; examples present in one run only are counted, not compared,
+and the overall means are taken over the shared examples, so a delta is never a
+difference of datasets. An example's *pass rate* uses each run's own threshold.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from benchmax.store import _compat
+from benchmax.store._queries import MAX_PAGE, Page
+
+HEADLINE = "reward"
+"""The pseudo-component for each rollout's total reward."""
+
+
+class _Readable(Protocol):
+    def _db(self) -> sqlite3.Connection: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    component: str
+    example_id: str | None
+    mean_a: float | None
+    mean_b: float | None
+    count_a: int
+    count_b: int
+
+    @property
+    def delta(self) -> float | None:
+        if self.mean_a is None or self.mean_b is None:
+            return None
+        return self.mean_b - self.mean_a
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleFigures:
+    """One example of one run: its rollouts, mean reward, passes and component means."""
+
+    rollouts: int
+    mean: float
+    passed: int
+    components: Mapping[str, tuple[float, int]]
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.rollouts if self.rollouts else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    """B minus A. Examples present in one run only are listed, not compared."""
+
+    components: tuple[Delta, ...]
+    examples: tuple[Delta, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+
+
+def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
+    """Every example with rollouts, with the figures a comparison needs."""
+    components: dict[str, dict[str, tuple[float, int]]] = {}
+    for example_id, component, total, count in conn.execute(
+        "SELECT example_id, component, value_sum, count FROM example_components"
+    ).fetchall():
+        components.setdefault(example_id, {})[component] = (total / count, count)
+    return {
+        example_id: ExampleFigures(rollouts, reward_sum / rollouts, passed, components.get(example_id, {}))
+        for example_id, rollouts, reward_sum, passed in conn.execute(
+            "SELECT example_id, rollouts, reward_sum, passed FROM example_figures WHERE rollouts > 0"
+        ).fetchall()
+    }
+
+
+def diff_runs(a: _Readable, b: _Readable) -> RunDiff:
+    """Per component (overall and per shared example) deltas of run ``b`` against run ``a``."""
+    return _diff(example_figures(a._db()), example_figures(b._db()))
+
+
+def _diff(per_a: Mapping[str, ExampleFigures], per_b: Mapping[str, ExampleFigures]) -> RunDiff:
+    shared = sorted(per_a.keys() & per_b.keys())
+    names = {name for figures in (*per_a.values(), *per_b.values()) for name in figures.components}
+    per_example: list[Delta] = []
+    overall: list[Delta] = []
+    for component in [HEADLINE, *sorted(names - {HEADLINE})]:
+        sums = [0.0, 0.0]
+        counts = [0, 0]
+        for example_id in shared:
+            means = []
+            for side, figures in enumerate((per_a[example_id], per_b[example_id])):
+                mean, count = _component(figures, component)
+                means.append((mean, count))
+                if mean is not None:
+                    sums[side] += mean * count
+                    counts[side] += count
+            (mean_a, count_a), (mean_b, count_b) = means
+            per_example.append(Delta(component, example_id, mean_a, mean_b, count_a, count_b))
+        overall.append(
+            Delta(
+                component,
+                None,
+                sums[0] / counts[0] if counts[0] else None,
+                sums[1] / counts[1] if counts[1] else None,
+                counts[0],
+                counts[1],
+            )
+        )
+    return RunDiff(
+        components=tuple(overall),
+        examples=tuple(per_example),
+        only_in_a=tuple(sorted(per_a.keys() - per_b.keys())),
+        only_in_b=tuple(sorted(per_b.keys() - per_a.keys())),
+    )
+
+
+def _component(figures: ExampleFigures, component: str) -> tuple[float | None, int]:
+    if component == HEADLINE:
+        return figures.mean, figures.rollouts
+    mean, count = figures.components.get(component, (None, 0))
+    return mean, count
+
+
+_SORTS = {"delta", "pass_delta", "a", "b", "example_id"}
+
+
+_PAGE_SQL = """
+SELECT example_id, a, b, a_pass, b_pass, a_rollouts, b_rollouts, b - a AS delta, b_pass - a_pass AS pass_delta
+FROM (
+    SELECT COALESCE(ea.example_id, eb.example_id) AS example_id,
+        ea.reward_sum / ea.rollouts AS a, eb.reward_sum / eb.rollouts AS b,
+        CAST(ea.passed AS REAL) / ea.rollouts AS a_pass, CAST(eb.passed AS REAL) / eb.rollouts AS b_pass,
+        COALESCE(ea.rollouts, 0) AS a_rollouts, COALESCE(eb.rollouts, 0) AS b_rollouts
+    FROM main.example_figures AS ea FULL JOIN other.example_figures AS eb ON eb.example_id = ea.example_id
+)
+"""
+"""Every example of either run (a run keeps figures only for examples with rollouts)."""
+_SORT_SQL = {"delta": "ABS(delta)", "pass_delta": "pass_delta", "a": "a", "b": "b", "example_id": "example_id"}
+
+
+def compare(
+    a: Any,
+    b: Any,
+    *,
+    sort: str = "delta",
+    descending: bool = True,
+    offset: int = 0,
+    limit: int = 50,
+    changed_only: bool = False,
+) -> dict[str, Any]:
+    """The inspector's compare page: each run's headline, the component deltas, and a
+    page of per-example deltas (``a`` and ``b`` are :class:`RunQueries`)."""
+    offset, limit = max(0, int(offset)), max(1, min(MAX_PAGE, int(limit)))
+    if a.layout < 2 or b.layout < 2:
+        return _compare_in_memory(a, b, sort=sort, descending=descending, offset=offset, limit=limit,
+                                  changed_only=changed_only)  # fmt: skip
+    conn, _ = _compat.connect_reader(a.db)
+    try:
+        conn.execute("ATTACH DATABASE ? AS other", (f"{b.db.resolve().as_uri()}?mode=ro",))
+        key = _SORT_SQL.get(sort, "ABS(delta)")
+        direction = "DESC" if descending else "ASC"
+        changed = "delta IS NULL OR ABS(delta) > 1e-12"
+        where = f"WHERE {changed}" if changed_only else ""
+        total, only_a, only_b, common = conn.execute(
+            f"SELECT SUM({changed if changed_only else '1'}), SUM(b_rollouts = 0), SUM(a_rollouts = 0),"
+            f" SUM(a_rollouts > 0 AND b_rollouts > 0) FROM ({_PAGE_SQL})"
+        ).fetchone()
+        total = total or 0
+        rows = conn.execute(
+            f"{_PAGE_SQL} {where} ORDER BY {key} IS NULL, {key} {direction}, example_id {direction} LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        shared = (
+            "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
+            " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
+            " GROUP BY c.component"
+        )
+        means_a = dict(conn.execute(shared.format(side="main", other="other")).fetchall())
+        means_b = dict(conn.execute(shared.format(side="other", other="main")).fetchall())
+        ids = [row[0] for row in rows]
+        marks = ",".join("?" * len(ids))
+        per_page: dict[tuple[str, str], dict[str, float]] = {}
+        for side in ("main", "other"):
+            for example_id, component, total_value, count in conn.execute(
+                f"SELECT example_id, component, value_sum, count FROM {side}.example_components"
+                f" WHERE example_id IN ({marks})",
+                ids,
+            ).fetchall():
+                per_page.setdefault((side, example_id), {})[component] = total_value / count
+    finally:
+        conn.close()
+    names = sorted(means_a.keys() | means_b.keys())
+    names_fields = ("example_id", "a", "b", "a_pass", "b_pass", "a_rollouts", "b_rollouts", "delta", "pass_delta")
+    page_rows = []
+    for row in rows:
+        item = dict(zip(names_fields, row, strict=True))
+        left, right = per_page.get(("main", item["example_id"]), {}), per_page.get(("other", item["example_id"]), {})
+        item["components"] = {
+            name: _sub(left.get(name), right.get(name)) if item["a_rollouts"] and item["b_rollouts"] else None
+            for name in names
+        }
+        page_rows.append(item)
+    return {
+        "components": [
+            {
+                "component": name,
+                "a": means_a.get(name),
+                "b": means_b.get(name),
+                "delta": _sub(means_a.get(name), means_b.get(name)),
+            }
+            for name in names
+        ],
+        "headline": {"a": a.headline(), "b": b.headline()},
+        "only_a": only_a or 0,
+        "only_b": only_b or 0,
+        "common": common or 0,
+        "examples": Page(page_rows, total, offset, limit).to_dict(),
+    }
+
+
+def _compare_in_memory(
+    a: Any, b: Any, *, sort: str, descending: bool, offset: int, limit: int, changed_only: bool
+) -> dict[str, Any]:
+    """:func:`compare` for version-1 files (their figures are views, not tables to join)."""
+    per_a, per_b = example_figures(a._db()), example_figures(b._db())
+    result = _diff(per_a, per_b)
+    names = [delta.component for delta in result.components if delta.component != HEADLINE]
+    rows = []
+    for example_id in per_a.keys() | per_b.keys():
+        left, right = per_a.get(example_id), per_b.get(example_id)
+        row: dict[str, Any] = {
+            "example_id": example_id,
+            "a": left.mean if left else None,
+            "b": right.mean if right else None,
+            "a_pass": left.pass_rate if left else None,
+            "b_pass": right.pass_rate if right else None,
+            "a_rollouts": left.rollouts if left else 0,
+            "b_rollouts": right.rollouts if right else 0,
+            "components": {
+                name: _sub(_component(left, name)[0] if left else None, _component(right, name)[0] if right else None)
+                for name in names
+            },
+        }
+        row["delta"] = _sub(row["a"], row["b"])
+        row["pass_delta"] = _sub(row["a_pass"], row["b_pass"])
+        rows.append(row)
+    if changed_only:
+        rows = [row for row in rows if row["delta"] is None or abs(row["delta"]) > 1e-12]
+    key = sort if sort in _SORTS else "delta"
+
+    def sort_key(row: dict[str, Any]) -> tuple[Any, ...]:
+        value = row[key]
+        if key == "delta" and value is not None:
+            value = abs(value)
+        return (value is None, value if value is not None else 0, row["example_id"])
+
+    rows.sort(key=sort_key, reverse=descending)
+    if descending:
+        rows.sort(key=lambda row: row[key] is None)
+    return {
+        "components": [
+            {"component": delta.component, "a": delta.mean_a, "b": delta.mean_b, "delta": delta.delta}
+            for delta in result.components
+            if delta.component != HEADLINE
+        ],
+        "headline": {"a": a.headline(), "b": b.headline()},
+        "only_a": len(result.only_in_a),
+        "only_b": len(result.only_in_b),
+        "common": len(per_a.keys() & per_b.keys()),
+        "examples": Page(rows[offset : offset + limit], len(rows), offset, limit).to_dict(),
+    }
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a

@@ -1,0 +1,309 @@
+"""Reading a run back: typed records for notebooks, trainers, exports and rescoring."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmax.envs import Example, LogEntry, is_scored
+from benchmax.store import _codec, _compat, _figures, _schema
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRecord:
+    """One stored rollout.
+
+    ``rewards`` are the values after the batch zero-fill; ``raw_rewards`` are what
+    the env emitted; ``filled`` names the components that were filled with 0.0.
+    ``reward`` is the sum of ``rewards`` (``None`` for an unscored rollout whose
+    batch emitted no component at all).
+    """
+
+    rollout_id: str
+    group_id: str
+    example_id: str
+    sample_index: int
+    step: int | None
+    batch: int
+    split: str
+    termination_reason: str
+    error: str | None
+    rewards: dict[str, float]
+    raw_rewards: dict[str, float]
+    filled: frozenset[str]
+    reward: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    num_turns: int
+    num_tool_calls: int
+    started_at: float
+    ended_at: float
+    seconds: float
+    final_text: str
+    messages: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+    sampling: dict[str, Any] | None
+
+    @property
+    def scored(self) -> bool:
+        return is_scored(self.termination_reason, self.raw_rewards)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        data["filled"] = sorted(self.filled)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    group_id: str
+    example_id: str
+    example_idx: int
+    batch: int
+    step: int | None
+    size: int
+    started_at: float | None
+    ended_at: float | None
+
+
+ROLLOUT_COLUMNS = (
+    "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
+    " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
+    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling"
+)
+_CHUNK = 512
+
+
+class Run:
+    """A run directory opened read-only (safe while a writer is still adding to it).
+
+    ``sql()`` runs read-only SQL over the store's tables (layout in
+    ``benchmax.store._schema``); transcripts are compressed, ``bmx_json(column)``
+    reads them: ``SELECT bmx_json(messages) FROM transcripts``.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        db = _schema.locate(path)
+        self.path = db.parent
+        self._conn, self.layout = _compat.connect_reader(db)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _db(self) -> sqlite3.Connection:
+        return self._conn
+
+    def sql(self, query: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read-only query (the connection cannot write)."""
+        return self._conn.execute(query, params).fetchall()
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        rows = self._conn.execute("SELECT key, value FROM meta WHERE key != 'schema_version'").fetchall()
+        return {key: orjson.loads(value) for key, value in rows}
+
+    def __len__(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
+
+    def examples(self) -> list[Example]:
+        return list(self.iter_examples())
+
+    def iter_examples(self) -> Iterator[Example]:
+        """The stored examples in dataset order, streamed."""
+        cursor = self._conn.execute("SELECT example_id, payload FROM examples ORDER BY idx")
+        while rows := cursor.fetchmany(_CHUNK):
+            for example_id, payload in rows:
+                yield Example(example_id, orjson.loads(payload))
+
+    def groups(self) -> list[GroupRecord]:
+        return list(self.iter_groups())
+
+    def iter_groups(self) -> Iterator[GroupRecord]:
+        cursor = self._conn.execute(
+            "SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at "
+            "FROM groups ORDER BY example_idx, step"
+        )
+        while rows := cursor.fetchmany(_CHUNK):
+            yield from (GroupRecord(*row) for row in rows)
+
+    def rollouts(self, *, group_id: str | None = None, example_id: str | None = None) -> Iterator[RolloutRecord]:
+        """Rollouts in the order they were stored, optionally of one group or example."""
+        for rows in self.rollout_rows(group_id=group_id, example_id=example_id):
+            rewards = self.rewards_of([row[0] for row in rows])
+            for row in rows:
+                yield _record(row, rewards.get(row[0], {}))
+
+    def rollout_rows(
+        self, *, group_id: str | None = None, example_id: str | None = None, chunk: int = _CHUNK
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Raw rows (``ROLLOUT_COLUMNS``, transcripts still packed) in chunks, by ``seq``."""
+        where, params = "", ()
+        if group_id is not None or example_id is not None:
+            ranges = self._seq_ranges(group_id=group_id, example_id=example_id)
+            if not ranges:
+                return
+            where = "WHERE " + " OR ".join("r.seq BETWEEN ? AND ?" for _ in ranges)
+            params = tuple(value for pair in ranges for value in pair)
+        cursor = self._conn.execute(
+            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq {where}"
+            " ORDER BY r.seq",
+            params,
+        )
+        while rows := cursor.fetchmany(chunk):
+            yield rows
+
+    def rollout_rows_between(self, first: int, last: int, *, chunk: int = _CHUNK) -> Iterator[list[tuple[Any, ...]]]:
+        """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks."""
+        cursor = self._conn.execute(
+            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            " WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq",
+            (first, last),
+        )
+        while rows := cursor.fetchmany(chunk):
+            yield rows
+
+    def _seq_ranges(self, *, group_id: str | None, example_id: str | None) -> list[tuple[int, int]]:
+        clauses, params = [], []
+        if group_id is not None:
+            clauses.append("group_id = ?")
+            params.append(group_id)
+        if example_id is not None:
+            clauses.append("example_id = ?")
+            params.append(example_id)
+        return [
+            (first, last)
+            for first, last in self._conn.execute(
+                f"SELECT first_seq, last_seq FROM groups WHERE {' AND '.join(clauses)} ORDER BY first_seq", params
+            ).fetchall()
+        ]
+
+    def rollout(self, rollout_id: str) -> RolloutRecord:
+        row = self._conn.execute(
+            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            " WHERE r.rollout_id = ?",
+            (rollout_id,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no rollout {rollout_id!r} in {self.path}")
+        return _record(row, self.rewards_of([row[0]]).get(row[0], {}))
+
+    def logs(self, *, rollout_id: str | None = None, group_id: str | None = None) -> list[LogEntry]:
+        if rollout_id is not None:
+            where, params = "WHERE rollout_id = ?", (rollout_id,)
+        elif group_id is not None:
+            where, params = "WHERE group_id = ? AND rollout_id IS NULL", (group_id,)
+        else:
+            where, params = "", ()
+        rows = self._conn.execute(
+            f"SELECT time, level, logger, message, file, line, turn, phase, traceback FROM logs {where} ORDER BY id",
+            params,
+        )
+        return [LogEntry(*row) for row in rows]
+
+    def steps(self) -> list[tuple[int, float, dict[str, Any]]]:
+        """A training run's ``(step, time, metrics)`` in step order; ``[]`` for other runs."""
+        try:
+            rows = self._conn.execute("SELECT step, time, metrics FROM steps ORDER BY step").fetchall()
+        except sqlite3.OperationalError:  # a store written before the table existed
+            return []
+        return [(step, at, orjson.loads(metrics)) for step, at, metrics in rows]
+
+    def stats(
+        self, *, pass_threshold: float | None = None, examples: int | None = _figures.SUMMARY_EXAMPLES
+    ) -> _figures.RunStats:
+        """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
+        return _figures.run_stats(self._conn, meta=self.meta, pass_threshold=pass_threshold, examples=examples)
+
+    def rewards_of(self, seqs: Sequence[int]) -> dict[int, dict[str, tuple[float, bool]]]:
+        """``{seq: {component: (value, filled)}}`` for rollouts given by ``seq`` (read by ranges)."""
+        result: dict[int, dict[str, tuple[float, bool]]] = {}
+        if not seqs:
+            return result
+        wanted = set(seqs)
+        for low, high in _runs(sorted(wanted)):
+            for seq, component, value, filled in self._conn.execute(
+                "SELECT seq, component, value, filled FROM rewards WHERE seq BETWEEN ? AND ?", (low, high)
+            ):
+                if seq in wanted:
+                    result.setdefault(seq, {})[component] = (value, bool(filled))
+        return result
+
+
+def open_run(path: str | Path) -> Run:
+    """Open a run directory (or its ``run.sqlite``) for reading."""
+    return Run(path)
+
+
+def _runs(values: Sequence[int], gap: int = 64) -> Iterator[tuple[int, int]]:
+    """Sorted integers as few ``(low, high)`` ranges (short gaps are read through)."""
+    start = previous = values[0]
+    for value in values[1:]:
+        if value - previous > gap:
+            yield start, previous
+            start = value
+        previous = value
+    yield start, previous
+
+
+def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, bool]]) -> RolloutRecord:
+    (
+        _seq,
+        rollout_id,
+        group_id,
+        example_id,
+        sample_index,
+        step,
+        batch,
+        split,
+        reason,
+        error,
+        reward,
+        prompt_tokens,
+        completion_tokens,
+        num_turns,
+        num_tool_calls,
+        started_at,
+        ended_at,
+        seconds,
+        final_text,
+        messages,
+        turns,
+        sampling,
+    ) = row
+    return RolloutRecord(
+        rollout_id=rollout_id,
+        group_id=group_id,
+        example_id=example_id,
+        sample_index=sample_index,
+        step=step,
+        batch=batch,
+        split=split,
+        termination_reason=reason,
+        error=error,
+        rewards={name: value for name, (value, _) in rewards.items()},
+        raw_rewards={name: value for name, (value, filled) in rewards.items() if not filled},
+        filled=frozenset(name for name, (_, filled) in rewards.items() if filled),
+        reward=reward,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        num_turns=num_turns,
+        num_tool_calls=num_tool_calls,
+        started_at=started_at,
+        ended_at=ended_at,
+        seconds=seconds,
+        final_text=final_text,
+        messages=_codec.decode(messages) or [],
+        turns=_codec.decode(turns) or [],
+        sampling=_codec.decode(sampling) if sampling else None,
+    )

@@ -1,0 +1,257 @@
+"""The run store's SQLite layout (version 2): one file per run directory, WAL journal.
+
+Laid out for runs of millions of rollouts:
+
+* ``rollouts`` holds the small, hot columns every table page, filter and figure
+  reads; the transcripts (messages, turns, sampling) live apart in
+  ``transcripts``, compressed (see ``_codec``), so a pass over the rollouts
+  reads a few hundred bytes a row instead of the whole conversation.
+* A group's rollouts get consecutive ``seq`` numbers (they are written in one
+  transaction), so ``groups.first_seq``/``last_seq`` find them without an index
+  over text ids, and rewards are keyed by that integer ``seq``.
+* ``groups`` and ``example_figures`` carry the per-group and per-example figures
+  the writer computes as each group lands (sizes, failures, reward sums and
+  spread), so the no-signal count, the groups table and the pass rate per
+  example never aggregate every rollout; ``example_components`` holds each
+  example's sum and count per component (after the zero-fill), for comparisons.
+* ``figures`` keeps the whole-run figures (``_figures``) the writer computed when it
+  closed, with the state of the run they describe, so a finished run's inspector
+  opens without a pass over it;
+* ``rollouts_fts`` is a contentless FTS5 index of each rollout's text, filled
+  in the same transaction as its rollout.
+* Raw rewards are rows with ``filled = 0``; the batch zero-fill adds rows with
+  ``filled = 1``, so raw and filled values are both kept and a trainer can mask
+  fills out. ``batches`` records what each batch's last zero-fill covered, so a
+  resumed run refills only what changed.
+* ``steps`` holds a training run's per-step metrics (JSON, read whole), one row a step.
+
+Version 1 files (benchmax 0.3.0's first layout) stay readable: ``_compat``
+presents them under these names to a read-only connection, and a writer that
+resumes one migrates it in place first.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from benchmax.errors import BenchmaxError
+
+SCHEMA_VERSION = 2
+DB_NAME = "run.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS examples (
+    example_id TEXT PRIMARY KEY,
+    idx INTEGER NOT NULL,
+    split TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS examples_by_position ON examples (idx, example_id);
+CREATE TABLE IF NOT EXISTS groups (
+    group_seq INTEGER PRIMARY KEY,
+    group_id TEXT NOT NULL UNIQUE,
+    example_id TEXT NOT NULL,
+    example_idx INTEGER NOT NULL,
+    batch INTEGER NOT NULL,
+    step INTEGER,
+    size INTEGER NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    logs TEXT,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    reward_sum REAL NOT NULL,
+    reward_sq REAL NOT NULL,
+    low REAL,
+    high REAL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    turns INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    first_started_at REAL,
+    last_ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS groups_by_example ON groups (example_id);
+CREATE INDEX IF NOT EXISTS groups_by_position ON groups (example_idx, step, group_id);
+CREATE INDEX IF NOT EXISTS groups_by_batch ON groups (batch);
+CREATE INDEX IF NOT EXISTS groups_no_signal ON groups (example_idx, step) WHERE size > 1 AND low = high;
+CREATE TABLE IF NOT EXISTS example_figures (
+    example_id TEXT PRIMARY KEY,
+    idx INTEGER NOT NULL,
+    rollouts INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    passed INTEGER NOT NULL,
+    reward_sum REAL NOT NULL,
+    groups INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS example_components (
+    example_id TEXT NOT NULL,
+    component TEXT NOT NULL,
+    value_sum REAL NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (example_id, component)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rollouts (
+    seq INTEGER PRIMARY KEY,
+    rollout_id TEXT NOT NULL UNIQUE,
+    group_id TEXT NOT NULL,
+    example_id TEXT NOT NULL,
+    sample_index INTEGER NOT NULL,
+    step INTEGER,
+    batch INTEGER NOT NULL,
+    split TEXT NOT NULL,
+    termination_reason TEXT NOT NULL,
+    error TEXT,
+    scored INTEGER NOT NULL,
+    reward REAL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    num_turns INTEGER NOT NULL,
+    num_tool_calls INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    seconds REAL NOT NULL,
+    final_text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (termination_reason, scored);
+CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (reward);
+CREATE INDEX IF NOT EXISTS rollouts_by_seconds ON rollouts (seconds);
+CREATE INDEX IF NOT EXISTS rollouts_by_completion ON rollouts (completion_tokens);
+CREATE INDEX IF NOT EXISTS rollouts_failed_by_seq ON rollouts (seq) WHERE scored = 0;
+CREATE TABLE IF NOT EXISTS transcripts (
+    seq INTEGER PRIMARY KEY,
+    messages BLOB NOT NULL,
+    turns BLOB NOT NULL,
+    sampling BLOB
+);
+CREATE TABLE IF NOT EXISTS rewards (
+    seq INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    value REAL NOT NULL,
+    filled INTEGER NOT NULL,
+    PRIMARY KEY (seq, component)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rewards_by_component ON rewards (component, value, seq, filled);
+CREATE TABLE IF NOT EXISTS figures (
+    name TEXT PRIMARY KEY,
+    stamp TEXT NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    batch INTEGER PRIMARY KEY,
+    rollouts INTEGER NOT NULL,
+    filled_rollouts INTEGER
+);
+CREATE TABLE IF NOT EXISTS batch_components (
+    batch INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    PRIMARY KEY (batch, component)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS logs (
+    id INTEGER PRIMARY KEY,
+    rollout_id TEXT,
+    group_id TEXT NOT NULL,
+    time REAL NOT NULL,
+    level TEXT NOT NULL,
+    levelno INTEGER NOT NULL,
+    logger TEXT NOT NULL,
+    message TEXT NOT NULL,
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    traceback TEXT
+);
+CREATE INDEX IF NOT EXISTS logs_by_rollout ON logs (rollout_id);
+CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
+CREATE TABLE IF NOT EXISTS steps (
+    step INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    metrics TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5 (
+    answer, error, transcript, ids,
+    content = '', columnsize = 0, detail = column,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIEW IF NOT EXISTS reward_rows AS
+    SELECT r.rollout_id AS rollout_id, w.component AS component, w.value AS value, w.filled AS filled
+    FROM rewards AS w JOIN rollouts AS r ON r.seq = w.seq;
+"""
+"""``reward_rows`` keeps version 1's shape of the rewards (keyed by rollout id) for SQL users."""
+
+WRITER_CACHE_KIB = 32 * 1024
+"""The writer's page cache: the text-keyed indexes of a million-rollout run stay in it."""
+
+READER_MMAP_BYTES = 1 << 30
+"""Readers map the file: passes over a big run read pages without a system call and a copy
+per page (an export runs ~3x faster). Mapped pages count in a process's RSS while it
+reads them, but they are the file's page cache, not the process's memory."""
+
+
+class SchemaError(BenchmaxError, RuntimeError):
+    """The file is a run store of a layout this version cannot read."""
+
+
+def locate(path: str | Path) -> Path:
+    """The database of a run directory (or the database file itself), which must exist."""
+    path = Path(path)
+    db = path / DB_NAME if path.is_dir() else path
+    if not db.exists():
+        raise FileNotFoundError(f"no benchmax run at {path} ({DB_NAME} not found)")
+    return db
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the run database with the pragmas every reader and writer relies on."""
+    if readonly:
+        uri = f"{path.resolve().as_uri()}?mode=ro"  # percent-encoded: a '?' or '#' in the path stays in it
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    else:
+        # a URI connection, so the ATTACH of another run (read-only, by URI) works on any SQLite build
+        uri = path.resolve().as_uri()
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
+        conn.execute("PRAGMA journal_size_limit=67108864")
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA foreign_keys=OFF")
+    return conn
+
+
+def version(conn: sqlite3.Connection) -> int:
+    """The layout version of an open store: 0 for a file with no tables yet."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() if _has(conn, "meta") else None
+    if row is not None:
+        return int(row[0])
+    return 1 if _has(conn, "rollouts") else 0
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Lay out an empty file as the current version (a no-op on a current file)."""
+    conn.executescript(SCHEMA)
+    conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+def check_readable(conn: sqlite3.Connection, path: Path) -> int:
+    """The version of ``path``'s layout, which this benchmax must be able to read."""
+    found = version(conn)
+    if found > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} was written by a newer benchmax (store layout {found}, this one reads up to "
+            f"{SCHEMA_VERSION}); upgrade benchmax to read it"
+        )
+    return found
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    return row is not None
