@@ -297,6 +297,10 @@ class BatchedPolicy(TokenPolicy):
     async def generate(self, request: GenerationRequest) -> Generation:
         return await self._batcher.submit(request)
 
+    def between_turns(self) -> threading.Lock:
+        """Held while a batch generates: a weight push that takes it lands between batches."""
+        return self.batch_lock
+
     async def aclose(self) -> None:
         await self._batcher.aclose()
 
