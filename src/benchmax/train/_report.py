@@ -18,14 +18,16 @@ class StepReport:
     """The figures of one optimisation step.
 
     ``components`` are the mean of every rollout the step generated (dropped
-    dead groups included: how the policy does); ``reward`` is the weighted mean
-    of the rollouts trained on (TRL's ``reward``).
+    dead groups included: how the policy does), ``None`` for a component the
+    step has no value of (its column stays, so the rows stay aligned under one
+    header); ``reward`` is the weighted mean of the rollouts trained on (TRL's
+    ``reward``).
     """
 
     step: int
     max_steps: int | None
     reward: float | None
-    components: Mapping[str, float] = field(default_factory=dict)
+    components: Mapping[str, float | None] = field(default_factory=dict)
     dead: int | None = None
     drawn: int | None = None
     is_mean: float | None = None
@@ -72,7 +74,7 @@ def step_report(
             return None
         return number if math.isfinite(number) else None
 
-    means = {}
+    means: dict[str, float | None] = {}
     for name in components:
         mean = value(f"generated/{name}")
         means[name] = mean if mean is not None else value(f"rewards/{name}/mean")
@@ -85,7 +87,7 @@ def step_report(
         step=step,
         max_steps=max_steps,
         reward=value("reward"),
-        components={name: mean for name, mean in means.items() if mean is not None},
+        components=means,
         dead=None if dead is None else int(dead),
         drawn=None if drawn is None else int(drawn),
         is_mean=value("is_ratio/mean"),
