@@ -310,3 +310,23 @@ def test_the_static_export_answers_every_table_query_as_the_server_does(
         assert exported == served == answered, query
         may_be_empty = ({"tab": "rollouts", "reason": "model_error"}, {"tab": "groups", "no_signal": "1"})
         assert served or query in may_be_empty, query
+
+
+def test_the_static_export_filters_a_training_runs_rollouts_by_step_as_the_server_does(
+    page: object, tmp_path: Path
+) -> None:
+    from benchmax.inspector import export_static
+
+    write_training_run(tmp_path / "runs" / "train")
+    served = _Server(tmp_path / "runs")
+    try:
+        bundle = export_static(tmp_path / "runs", tmp_path / "bundle").parent
+        static_page = (bundle / "runs" / "train" / "index.html").as_uri()
+        for step in ("0", "1", "2"):
+            live = _ids(page, f"{served.base}/runs/train?tab=rollouts&step={step}")
+            exported = _ids(page, f"{static_page}?tab=rollouts&step={step}")
+            assert live and exported == live, step
+            assert all(rollout_id.startswith(f"step{step}/") for rollout_id in live), live
+        assert not page.errors  # type: ignore[attr-defined]
+    finally:
+        served.stop()
