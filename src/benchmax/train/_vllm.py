@@ -188,7 +188,15 @@ class VLLMColocatePolicy(BatchedPolicy):
         self.sampling_kwargs = _with_bias_keys(sampling_kwargs, int)
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        import torch
         from vllm import SamplingParams
+
+        # This runs on the batcher's worker thread, whose OpenMP thread count is
+        # OpenMP's default until a torch call sets it to torch's. vLLM's CPU
+        # attention plans its work with OpenMP's count and its kernel runs with
+        # torch's: the first generate on a fresh thread then fails ("thread_num
+        # == thread_num (2 vs. 1)") wherever the two differ. Settle it first.
+        torch.get_num_threads()
 
         params = [
             SamplingParams(
