@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ def main() -> None:
 
     import torch
 
+    from benchmax.store import Run
     from benchmax.train import eval_policy, load_policy_model
 
     if args.threads:
@@ -62,19 +62,19 @@ def main() -> None:
             env_kwargs=env_kwargs,
         )
         seconds = time.perf_counter() - started
-        with sqlite3.connect(out / split / "run.sqlite") as conn:
-            tools = conn.execute("SELECT COUNT(*) FROM rollouts WHERE num_tool_calls > 0").fetchone()[0]
-            turns = conn.execute("SELECT AVG(num_turns) FROM rollouts").fetchone()[0]
-            shown = conn.execute(
-                "SELECT rollout_id, messages, reward FROM rollouts ORDER BY reward DESC, seq LIMIT ?", (args.show,)
-            ).fetchall()
+        with Run(out / split) as stored:
+            rollouts = list(stored.rollouts())
+        tools = sum(rollout.num_tool_calls > 0 for rollout in rollouts)
+        turns = sum(rollout.num_turns for rollout in rollouts) / max(len(rollouts), 1)
+        ranked = sorted(rollouts, key=lambda rollout: -(rollout.reward or 0.0))
+        shown = [(rollout.rollout_id, rollout.messages, rollout.reward) for rollout in ranked[: args.show]]
         print(
             f"{split}: {summary.line()}; ended {dict(summary.reasons)}; {tools} with a tool call; "
             f"{turns:.2f} turns per rollout; {seconds:.0f}s; load {os.getloadavg()[0]:.2f}"
         )
         for rollout_id, messages, reward in shown:
             print(f"  {rollout_id} reward {reward}:")
-            for message in json.loads(messages)[1:]:
+            for message in messages[1:]:
                 content = str(message.get("content") or "")[:160].replace("\n", " ")
                 calls = [call["function"] for call in message.get("tool_calls") or []]
                 print(f"    {message['role']}: {content!r}{' calls ' + json.dumps(calls) if calls else ''}")
