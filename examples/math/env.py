@@ -58,11 +58,44 @@ def _tool(name: str, description: str) -> Tool:
 TOOLS: list[Tool] = [_tool(name, description) for name, (description, _) in _OPERATIONS.items()]
 
 
-def row_to_example(row: dict[str, Any]) -> Example:
-    """``{"question", "answer"}`` rows become a system + user prompt; the answer stays as data."""
+WORKED_EXAMPLES: list[tuple[str, str, int, int]] = [
+    ("What is 3 times 4?", "multiply", 3, 4),
+    ("What is 20 minus 5?", "subtract", 20, 5),
+    ("What is 8 plus 6?", "add", 8, 6),
+]
+"""Solved questions none of the splits asks: a call, its result, the answer."""
+
+
+def worked_example(index: int) -> list[dict[str, Any]]:
+    """One solved question as chat messages: the tool call, its result, the final number."""
+    question, tool, a, b = WORKED_EXAMPLES[index]
+    call_id = f"example_{index}"
+    result = _tidy(_OPERATIONS[tool][1](a, b))
+    return [
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": tool, "arguments": f'{{"a": {a}, "b": {b}}}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": str(result)},
+        {"role": "assistant", "content": str(result)},
+    ]
+
+
+def row_to_example(row: dict[str, Any], worked_examples: int = 0) -> Example:
+    """``{"question", "answer"}`` rows become a system + user prompt; the answer stays as data.
+
+    ``worked_examples`` solved questions go between the system message and the
+    question, for models that do not know a tool-call format of their own.
+    """
+    shots = [message for index in range(worked_examples) for message in worked_example(index)]
     payload = {
         "prompt_messages": [
             {"role": "system", "content": SYSTEM_PROMPT},
+            *shots,
             {"role": "user", "content": row["question"]},
         ],
         "answer": row["answer"],
@@ -88,13 +121,27 @@ def _tidy(value: float) -> int | float:
 
 
 class MathEnv(BaseEnv):
+    """``worked_examples`` (0 to 3, default 0) puts that many solved questions in every prompt."""
+
     max_turns = 8
     max_tool_calls = 16
+
+    def __init__(self, worked_examples: int = 0) -> None:
+        super().__init__()
+        if not isinstance(worked_examples, int) or not 0 <= worked_examples <= len(WORKED_EXAMPLES):
+            raise ValueError(
+                f"worked_examples must be an integer from 0 to {len(WORKED_EXAMPLES)}, got {worked_examples!r}"
+            )
+        self.worked_examples = worked_examples
 
     async def create_dataset(
         self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
     ) -> JsonlDataset:
-        return JsonlDataset(base_dir / f"{split}.jsonl", row_to_example=row_to_example, max_examples=max_examples)
+        return JsonlDataset(
+            base_dir / f"{split}.jsonl",
+            row_to_example=lambda row: row_to_example(row, self.worked_examples),
+            max_examples=max_examples,
+        )
 
     async def list_tools(self) -> list[Tool]:
         return TOOLS

@@ -5,8 +5,9 @@ probe group, rollouts by the engine with the in-process policy, TRL's update,
 the run store, ``metrics.jsonl``). The policy is noise, so the rewards say
 nothing about the env's task; what is checked is that nothing in the env breaks
 under the trainer: every rollout settles with a scorable termination reason, is
-stored with its step, every reward component the env emits reaches the
-trainer's metrics with the stored values' mean, and a tool env's own tools run.
+stored with its step (dropped dead groups included), every reward component the
+env emits reaches the trainer's metrics with the stored values' mean, each step's
+metrics are in the run store, and a tool env's own tools run.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ SETTINGS: dict[str, Any] = {
     "threads": 1,
     "save_steps": 100,
     "seed": 0,
+    "max_refill": PROMPTS,
 }
 
 
@@ -115,10 +117,15 @@ def _check_run(run_dir: Path) -> set[str]:
     with Run(run_dir) as run:
         assert run.meta["status"] == "completed"
         rollouts = list(run.rollouts())
+        steps = {step: metrics for step, _, metrics in run.steps()}
     by_step: dict[int | None, list[Any]] = defaultdict(list)
     for rollout in rollouts:
         by_step[rollout.step].append(rollout)
-    assert {step: len(rows) for step, rows in by_step.items()} == dict.fromkeys(range(STEPS), GROUP * PROMPTS)
+    assert sorted(by_step) == sorted(steps) == list(range(STEPS))
+    for step, rows in by_step.items():
+        # dead groups are dropped and the step refilled, up to max_refill extra groups; all are stored
+        assert len(rows) == steps[step]["groups/drawn"] * GROUP
+        assert GROUP * PROMPTS <= len(rows) <= GROUP * PROMPTS * 2
     # a random policy may hit a budget (turns, tool calls, tokens): scorable, with the
     # budget named in ``error``; anything else means the env or the engine failed
     failed = [
@@ -138,8 +145,8 @@ def _check_run(run_dir: Path) -> set[str]:
         # TRL logs after the update (step s); the rollouts were sampled before it (step s - 1)
         stored = by_step[entry["step"] - 1]
         for name in emitted:
-            key = f"rewards/{name}/mean"
-            assert key in entry, f"{key} missing from metrics.jsonl step {entry['step']}"
+            assert f"rewards/{name}/mean" in entry, f"rewards/{name}/mean missing from metrics.jsonl"
+            key = f"generated/{name}"  # the mean of every rollout the step generated and stored
             values = [rollout.rewards[name] for rollout in stored if name in rollout.rewards]
             if values:
                 assert math.isclose(entry[key], sum(values) / len(values), abs_tol=1e-5), (key, entry[key], values)

@@ -247,3 +247,64 @@ def make_vision_run(root: Path) -> Path:
             VisionEnv(), base_url=server.base_url, model="scripted", group_size=2, run_dir=root / "vision"
         )
     return root / "vision"
+
+
+def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2) -> None:
+    """A training run as ``benchmax train`` stores it: each step's groups (``step{N}/train/...``)
+    and each step's metrics in the ``steps`` table."""
+    from benchmax.envs import RolloutOutcome, TurnRecord, Usage
+    from benchmax.runner import RunSession
+    from benchmax.store import GroupWrite
+
+    session = RunSession.create(run_dir, kind="train", meta={"model": "m", "env_class": "Env"})
+    now = time.time()
+    for step in range(steps):
+        group_id = f"step{step}/train/ex{step % 2}"
+        outcomes = tuple(
+            RolloutOutcome(
+                rewards={"correct": float((sample + step) % 2)},
+                termination_reason="finished",
+                rollout_id=f"{group_id}#{sample}",
+                example_id=f"ex{step % 2}",
+                messages=[
+                    {"role": "user", "content": f"question of step {step}"},
+                    {"role": "assistant", "content": f"answer {step}.{sample}"},
+                ],
+                turns=(TurnRecord(0, now, 0.01, 0.0, "stop", Usage(5, 3), policy_version=max(0, step - 1)),),
+                started_at=now,
+                ended_at=now + 0.01,
+            )
+            for sample in range(group_size)
+        )
+        session.writer.write_group(
+            GroupWrite(
+                group_id=group_id,
+                example_id=f"ex{step % 2}",
+                example_idx=step % 2,
+                batch=step,
+                step=step,
+                outcomes=outcomes,
+                sample_indices=tuple(range(group_size)),
+                started_at=now,
+                ended_at=now,
+            )
+        )
+        session.record_step(
+            step,
+            {
+                "reward": 0.5,
+                "generated/correct": 0.25 * (step + 1),
+                "groups/dead": 1.0,
+                "groups/drawn": 3.0,
+                "groups/dead_share": 1 / 3,
+                "is_ratio/mean": 1.0,
+                "is_ratio/min": 0.9,
+                "is_ratio/max": 1.2,
+                "kl/sampler": 0.001,
+                "policy/staleness_max": 1.0 if step else 0.0,
+                "step_time": 2.5,
+                "mismatched_rollouts": [{"rollout_id": f"{group_id}#1", "detail": "turn 1"}] if step == 2 else [],
+            },
+        )
+    session.close_batches()
+    session.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from inspector_runs import API_KEY, XSS
+from inspector_runs import API_KEY, XSS, write_training_run
 from starlette.testclient import TestClient
 
 from benchmax.inspector import create_app
@@ -174,3 +174,19 @@ def test_the_api_key_never_appears_in_any_response(client: TestClient) -> None:
         response = client.get(path)
         assert response.status_code == 200 and API_KEY not in response.text, path
     assert client.get("/api/runs/a/overview").json()["meta"]["config"]["api_key_env"] == "BENCHMAX_INSPECT_TEST_KEY"
+
+
+def test_a_training_run_serves_its_steps_and_each_steps_rollouts(tmp_path: Path) -> None:
+    write_training_run(tmp_path / "train")
+    client = TestClient(create_app(tmp_path), base_url="http://127.0.0.1", client=("127.0.0.1", 40000))
+    steps = client.get("/api/runs/train/steps").json()["steps"]
+    assert [row["step"] for row in steps] == [0, 1, 2]
+    assert steps[1]["metrics"]["generated/correct"] == pytest.approx(0.5)
+    assert steps[2]["metrics"]["mismatched_rollouts"][0]["rollout_id"] == "step2/train/ex0#1"
+    rows = _rows(client, "train", step=1)["rows"]
+    assert len(rows) == 2 and {row["group_id"] for row in rows} == {"step1/train/ex1"}
+    assert client.get("/api/runs/train/rollouts", params={"step": "one"}).status_code == 400
+
+
+def test_an_eval_run_has_no_steps(client: TestClient) -> None:
+    assert client.get("/api/runs/a/steps").json() == {"steps": []}

@@ -20,7 +20,7 @@ import httpx
 import playwright.sync_api as playwright_api
 import pytest
 import uvicorn
-from inspector_runs import write_synthetic_groups
+from inspector_runs import write_synthetic_groups, write_training_run
 
 from benchmax.inspector import create_app
 from benchmax.inspector.server import bind
@@ -282,6 +282,24 @@ def test_token_ids_and_logprobs_show_in_a_token_view(page: object, tmp_path: Pat
         expect(chips).to_have_count(3)
         assert chips.all_text_contents() == ["101", "102", "103"]
         assert "logprob -2.5000" in chips.nth(1).get_attribute("title")
+    finally:
+        served.stop()
+
+
+def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page: object, tmp_path: Path) -> None:
+    write_training_run(tmp_path / "train")
+    served = _Server(tmp_path)
+    try:
+        _open(page, f"{served.base}/runs/train", "run")
+        rows = page.locator("table.grid tbody tr")
+        expect(rows).to_have_count(3)
+        assert "1 mismatched" in rows.nth(2).inner_text()
+        assert "1 / 3" in rows.nth(0).inner_text()
+        assert page.locator("figure.chart", has_text="dead-group share").count() == 1
+        rows.nth(1).locator("a").first.click()
+        expect(page.locator("table.grid tbody tr")).to_have_count(2)
+        assert all("step1/" in text for text in page.locator("a.id").all_text_contents())
+        assert not page.errors
     finally:
         served.stop()
 
@@ -617,3 +635,23 @@ def test_the_static_export_draws_inline_images_too(page: object, vision_dir: Pat
     assert shown.first.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == [64, 48]
     assert "base64" not in page.locator("main").inner_text()
     assert page.evaluate("window.__xss") is None and not page.errors
+
+
+def test_the_static_export_filters_a_training_runs_rollouts_by_step_as_the_server_does(
+    page: object, tmp_path: Path
+) -> None:
+    from benchmax.inspector import export_static
+
+    write_training_run(tmp_path / "runs" / "train")
+    served = _Server(tmp_path / "runs")
+    try:
+        bundle = export_static(tmp_path / "runs", tmp_path / "bundle").parent
+        static_page = (bundle / "runs" / "train" / "index.html").as_uri()
+        for step in ("0", "1", "2"):
+            live = _ids(page, f"{served.base}/runs/train?tab=rollouts&step={step}")
+            exported = _ids(page, f"{static_page}?tab=rollouts&step={step}")
+            assert live and exported == live, step
+            assert all(rollout_id.startswith(f"step{step}/") for rollout_id in live), live
+        assert not page.errors  # type: ignore[attr-defined]
+    finally:
+        served.stop()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import torch
 from calculator_env import calculator_bridge
 
-from benchmax.train._policy import InProcessPolicy
+from benchmax.train._policy import GenerationRequest, InProcessPolicy, sample
 from benchmax.train._tokens import render_prompt
 
 
@@ -89,3 +90,81 @@ def test_returned_logprobs_are_the_policys_own(tiny):
     expected = torch.log_softmax(logits, -1).gather(-1, ids[0, len(result.prompt_token_ids) :, None])[:, 0]
     assert torch.allclose(torch.tensor(result.completion_logprobs), expected, atol=1e-4)
     assert result.usage.completion_tokens == len(result.completion_token_ids)
+
+
+def _prompts(tokenizer):
+    text = "<|im_start|>user\nwhat is two plus three<|im_end|>\n<|im_start|>assistant\n"
+    base = tokenizer(text, add_special_tokens=False)["input_ids"]
+    extra = tokenizer("five", add_special_tokens=False)["input_ids"]
+    # siblings share a whole prompt, every prompt shares a prefix, one is shorter
+    return [base, base, base[:3] + extra + base[3:], base[:-2], base]
+
+
+def test_shared_prefix_sampling_is_greedy_generate_token_for_token(tiny):
+    model, tokenizer = tiny
+    model.eval()
+    prompts = _prompts(tokenizer)
+    requests = [GenerationRequest(list(prompt), 6, 0.0, 1.0) for prompt in prompts]
+    generations = sample(model, requests, eos_ids=[tokenizer.eos_token_id])
+    for prompt, generation in zip(prompts, generations, strict=True):
+        reference = model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=6,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )[0, len(prompt) :].tolist()
+        assert list(generation.ids) == reference[: len(generation.ids)]
+        assert len(generation.ids) == 6 or generation.finished
+
+
+def test_shared_prefix_sampling_returns_the_logprobs_a_full_forward_pass_gives(tiny):
+    model, tokenizer = tiny
+    model.eval()
+    torch.manual_seed(5)
+    prompts = _prompts(tokenizer)
+    limits = [8, 3, 8, 5, 8]
+    requests = [
+        GenerationRequest(list(prompt), limit, 0.8, 0.9) for prompt, limit in zip(prompts, limits, strict=True)
+    ]
+    generations = sample(model, requests, eos_ids=[tokenizer.eos_token_id])
+    assert [len(generation.ids) <= limit for generation, limit in zip(generations, limits, strict=True)] == [True] * 5
+    for prompt, generation in zip(prompts, generations, strict=True):
+        ids = torch.tensor([prompt + list(generation.ids)])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prompt) - 1 : -1] / 0.8
+        expected = torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None])[:, 0]
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_staged_weights_reach_the_next_batch_and_every_turn_records_its_version(tiny):
+    model, tokenizer = tiny
+    trainer_model = copy.deepcopy(model)
+    policy = InProcessPolicy(copy.deepcopy(model), tokenizer)
+    body = {"messages": [{"role": "user", "content": "what is two plus three"}], "temperature": 0.0, "max_tokens": 4}
+
+    async def turn(rollout_id):
+        return await policy.chat(body, rollout_id=rollout_id)
+
+    async def both():
+        try:
+            first = await turn("a")
+            with torch.no_grad():
+                for parameter in trainer_model.parameters():
+                    parameter.add_(torch.randn_like(parameter))
+            policy.stage_weights(trainer_model, 7)
+            return first, await turn("b")
+        finally:
+            await policy.aclose()
+
+    first, second = asyncio.run(both())
+    policy.close()
+    assert first.policy_version is None
+    assert second.policy_version == 7
+    assert all(
+        torch.equal(a, b) for a, b in zip(policy.model.parameters(), trainer_model.parameters(), strict=True)
+    )
+    # the trainer's own tensors are not shared: later updates do not leak into the generation copy
+    with torch.no_grad():
+        next(trainer_model.parameters()).add_(1.0)
+    assert not torch.equal(next(policy.model.parameters()), next(trainer_model.parameters()))

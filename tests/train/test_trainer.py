@@ -5,12 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 import torch
 from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
 
-from benchmax.store import DB_NAME
+from benchmax.store import DB_NAME, Run
 from benchmax.train import build, run
 
 ENV_FILE = str(Path(__file__).with_name("calculator_env.py"))
@@ -36,7 +37,9 @@ def _session(model_dir, run_dir, bias, **overrides):
 
 def test_grpo_steps_receive_the_envs_rewards_and_masks(tiny_model_dir, tool_bias, tmp_path):
     torch.manual_seed(0)
-    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3, drop_unscorable=True)
+    session = _session(
+        tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3, drop_unscorable=True, dead_groups="keep"
+    )
     trainer = session.trainer
     seen = []
     original = trainer._generate_and_score_completions
@@ -120,10 +123,100 @@ def test_the_cli_trains_an_env_file_and_reports_the_curve(tiny_model_dir, tmp_pa
     )
     assert result.exit_code == 0, result.output
     assert "trained 1 steps" in result.output
+    # one row per step under a header, not TRL's metric dict
+    assert "IS ratio" in result.output and "dead" in result.output
+    assert "{'loss'" not in result.output
     assert (run_dir / "reward_curve.png").exists()
     bad = CliRunner().invoke(app, ["train", f"{ENV_FILE}:CalculatorEnv", "--weight", "short"])
     assert bad.exit_code != 0
     assert "COMPONENT=WEIGHT" in bad.output
+
+
+def _metrics(run_dir):
+    lines = (run_dir / "metrics.jsonl").read_bytes().splitlines()
+    return [entry for entry in (orjson.loads(line) for line in lines if line.strip()) if "reward" in entry]
+
+
+def test_async_training_is_importance_corrected_and_every_step_is_recorded_in_the_run(
+    tiny_model_dir, tool_bias, tmp_path
+):
+    torch.manual_seed(0)
+    session = _session(
+        tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3, async_steps=1, learning_rate=2e-2
+    )
+    trainer = session.trainer
+    weighed = []
+    original = trainer._compute_loss
+
+    def spy(model, inputs):
+        loss = original(model, inputs)
+        weighed.append((inputs["advantages"].detach().clone(), inputs["benchmax_advantages"].detach().clone()))
+        return loss
+
+    trainer._compute_loss = spy
+    try:
+        result = run(session)
+    finally:
+        session.close()
+    assert result.steps == 3
+    logged = _metrics(result.run_dir)
+    for entry in logged:
+        for key in ("is_ratio/mean", "is_ratio/min", "is_ratio/max", "kl/sampler", "groups/dead_share"):
+            assert key in entry, key
+        assert entry["policy/staleness_max"] <= 1
+    # the first step trains on rollouts of its own weights; later ones on one-step-old ones
+    assert abs(logged[0]["is_ratio/mean"] - 1.0) < 1e-3
+    assert any(abs(entry["is_ratio/max"] - 1.0) > 1e-3 for entry in logged[1:])
+    for weighted, plain in weighed:
+        assert weighted.dim() == 2 and plain.dim() == 1
+        factor = weighted[plain != 0] / plain[plain != 0].unsqueeze(1)
+        assert (factor >= 0).all() and (factor <= 3.0 + 1e-6).all()  # truncated at TRL's default cap
+    with Run(result.run_dir) as stored:
+        steps = stored.steps()
+        turns = [turn for rollout in stored.rollouts() for turn in rollout.turns]
+    assert [step for step, _, _ in steps] == [0, 1, 2]
+    assert all("is_ratio/mean" in metrics and metrics["trainer_step"] == step + 1 for step, _, metrics in steps)
+    assert turns and all(turn["policy_version"] is not None for turn in turns)
+    assert {p.name for p in (result.run_dir / "curves").iterdir()} >= {
+        "reward.png",
+        "short.png",
+        "used_tool.png",
+        "dead_groups.png",
+        "is_kl.png",
+    }
+
+
+def test_synchronous_in_process_rollouts_carry_the_logprobs_the_trainer_computes(tiny_model_dir, tool_bias, tmp_path):
+    torch.manual_seed(0)
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=2, async_steps=0)
+    try:
+        result = run(session)
+    finally:
+        session.close()
+    for entry in _metrics(result.run_dir):
+        assert entry["tokens/logprob_diff_max"] < 1e-3
+        assert entry["policy/staleness_max"] == 0
+        assert entry["tokens/mismatch"] == 0
+
+
+def test_eval_before_and_after_training_go_through_the_runners_eval_path(tiny_model_dir, tool_bias, tmp_path):
+    torch.manual_seed(0)
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=2, eval_group_size=2)
+    try:
+        result = run(session)
+    finally:
+        session.close()
+    assert result.eval_before is not None and result.eval_after is not None
+    for summary, step in ((result.eval_before, 0), (result.eval_after, 2)):
+        assert summary.run_dir == result.run_dir / f"eval-step{step}"
+        with Run(summary.run_dir) as stored:
+            assert stored.meta["kind"] == "eval" and stored.meta["status"] == "completed"
+            rollouts = list(stored.rollouts())
+        assert len(rollouts) == summary.rollouts == 4 * 2
+        assert {rollout.split for rollout in rollouts} == {"eval"}
+        assert set(summary.means) >= {"short"}
+    with Run(result.run_dir) as stored:
+        assert set(stored.meta["evals"]) == {"eval-step0", "eval-step2"}
 
 
 def test_a_training_that_breaks_is_marked_failed_with_the_reason_not_left_running(tiny_model_dir, tool_bias, tmp_path):

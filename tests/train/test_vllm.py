@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -99,17 +100,36 @@ def vllm_server(vllm_python: str, vllm_model_dir: Path, tmp_path_factory: pytest
             process.wait()
 
 
+CHECK_SECONDS = 600
+"""The bound of one ``vllm_check.py`` run: below the tests' own timeout, so a run that
+overruns fails with where its output stopped, and its process group is killed."""
+
+pytestmark = pytest.mark.timeout(CHECK_SECONDS + 300)  # vLLM boots on CPU first: slower than pytest's default
+
+
+def _check(python: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    process = subprocess.Popen(
+        [python, str(CHECK), *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_vllm_env(),
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=CHECK_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"vllm_check.py {arguments[0]} ran past {CHECK_SECONDS} s:\n{stdout[-3000:]}\n{stderr[-6000:]}")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
 def test_colocated_vllm_trains_a_multi_turn_env_on_the_weights_being_trained(
     vllm_python: str, vllm_model_dir: Path, tmp_path: Path
 ):
     out = tmp_path / "facts.json"
-    completed = subprocess.run(
-        [vllm_python, str(CHECK), "colocate", str(vllm_model_dir), str(tmp_path / "run"), str(out)],
-        capture_output=True,
-        text=True,
-        env=_vllm_env(),
-        timeout=900,
-    )
+    completed = _check(vllm_python, "colocate", str(vllm_model_dir), str(tmp_path / "run"), str(out))
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-6000:]
     facts = json.loads(out.read_text())
 
@@ -127,6 +147,27 @@ def test_colocated_vllm_trains_a_multi_turn_env_on_the_weights_being_trained(
     assert measured[-1]["diff_start"] > 10 * max(0.005, measured[-1]["diff_current"])
     assert sum(step["multi_turn"] for step in measured) >= 3
     assert sum(step["tool_ran"] for step in measured) >= 1
+
+
+def test_async_colocated_vllm_generates_one_step_ahead_from_the_weights_each_turn_records(
+    vllm_python: str, vllm_model_dir: Path, tmp_path: Path
+):
+    out = tmp_path / "facts.json"
+    completed = _check(vllm_python, "colocate-async", str(vllm_model_dir), str(tmp_path / "run"), str(out))
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-6000:]
+    facts = json.loads(out.read_text())
+    assert facts["steps"] == 4
+    measured = facts["measured"]
+    assert [step["step"] for step in measured] == [0, 1, 2, 3]
+    # every later step was generated, ahead, by the weights one update before the ones it trains
+    assert [step["staleness"] for step in measured] == [0, 1, 1, 1]
+    assert [step["versions"] for step in measured] == [[0], [0], [1], [2]]
+    for step in measured:
+        assert step["tokens"] > 0
+        # each turn came from the weights of the version it records (bf16 noise only)
+        assert step["diff_own_version"] < 0.01, step
+    # and a stale turn differs from the weights the step trains: the IS weights have work to do
+    assert max(step["diff_current"] for step in measured[1:]) > 2 * max(0.005, measured[-1]["diff_own_version"])
 
 
 def test_server_policy_generates_multi_turn_rollouts_from_exact_token_ids(vllm_server: str, vllm_model_dir: Path):
@@ -228,3 +269,85 @@ def test_the_cli_names_the_missing_server_url_before_loading_anything(tmp_path):
     assert result.exit_code == 2
     assert "--vllm-url" in result.output
     assert not (tmp_path / "run").exists()
+
+
+class _HeldCompletions:
+    """A loopback ``/v1/completions`` server whose first answer waits until released."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.port = _free_port()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(30)
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/v1/completions", self._completions)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def _completions(self, request):
+        from aiohttp import web
+
+        body = await request.json()
+        first = not self.events
+        self.events.append(f"arrived {body['prompt']}")
+        self.arrived.set()
+        if first:
+            await asyncio.get_running_loop().run_in_executor(None, self.release.wait, 60)
+        self.events.append(f"answered {body['prompt']}")
+        choice = {"token_ids": [5], "prompt_token_ids": body["prompt"], "finish_reason": "stop"}
+        return web.json_response({"choices": [{**choice, "logprobs": {"token_logprobs": [-0.5]}}]})
+
+    def stop(self) -> None:
+        self.release.set()
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(30)
+
+
+def test_a_weight_push_on_the_server_path_lands_between_turns_and_each_turn_records_its_version(tiny):
+    from benchmax.train._policy import GenerationRequest
+    from benchmax.train._rollouts import EventLoopThread
+
+    server = _HeldCompletions()
+    loop = EventLoopThread()
+    policy = VLLMServerPolicy(f"http://127.0.0.1:{server.port}", tiny[1], model="m", max_context=512)
+    policy.version = 0
+    pushed = threading.Event()
+
+    def turn(prompt: list[int]):
+        return asyncio.run_coroutine_threadsafe(policy.generate(GenerationRequest(prompt, 1, 1.0, 1.0)), loop.loop)
+
+    def push() -> None:
+        with policy.between_turns():
+            server.events.append("push")
+            policy.version = 1
+            held.append(turn([2]))  # asked for mid-push: sent once the push is done
+            server.events.append("pushed")
+        pushed.set()
+
+    held: list = []
+    try:
+        first = turn([1])
+        assert server.arrived.wait(60)
+        pusher = threading.Thread(target=push)
+        pusher.start()
+        server.release.set()  # the turn in flight finishes; only then does the push start
+        assert pushed.wait(60)
+        pusher.join(60)
+        assert first.result(60).version == 0
+        assert held[0].result(60).version == 1
+    finally:
+        server.stop()
+        loop.run(policy.aclose())
+        loop.close()
+    assert server.events == ["arrived [1]", "answered [1]", "push", "pushed", "arrived [2]", "answered [2]"]
+    assert policy.in_flight == 0

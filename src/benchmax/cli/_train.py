@@ -66,6 +66,22 @@ def train_command(
         ),
     ] = [],  # noqa: B006
     cache: Annotated[str | None, typer.Option(hidden=True, help="Refused: training never caches replies.")] = None,
+    async_steps: Annotated[
+        int, typer.Option(help="Generate up to K steps ahead of training (0: synchronous); IS-corrected.")
+    ] = 1,
+    dead_groups: Annotated[
+        str, typer.Option(help="'drop': don't train on groups whose siblings all score the same; refill the step.")
+    ] = "drop",
+    max_refill: Annotated[
+        int | None, typer.Option(help="Extra groups a step may draw to replace dead ones (default 2 x prompts).")
+    ] = None,
+    train_layers: Annotated[
+        int | None, typer.Option(help="Train only the top N decoder layers (default: every weight).")
+    ] = None,
+    eval_group_size: Annotated[
+        int, typer.Option(help="Evaluate the eval split before and after training, N rollouts per example (0: no).")
+    ] = 0,
+    eval_examples: Annotated[int | None, typer.Option(help="Evaluate at most N eval examples.")] = None,
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     if cache is not None:
@@ -129,6 +145,12 @@ def train_command(
             "vllm": vllm,
             "vllm_url": vllm_url,
             "vllm_sampling": parse_env_args(vllm_arg),
+            "async_steps": async_steps,
+            "dead_groups": dead_groups,
+            "max_refill": max_refill,
+            "train_layers": train_layers,
+            "eval_group_size": eval_group_size,
+            "eval_examples": eval_examples,
         }
     try:
         config = TrainConfig(
@@ -139,7 +161,7 @@ def train_command(
             max_minutes=max_minutes,
             **overrides,
         )
-        result = train(env, config=config)
+        result = train(env, config=config, reporter=StepTable())
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -150,6 +172,45 @@ def train_command(
             f"trained {result.steps} steps: mean reward {first[1]:.3f} (step {first[0]})"
             f" -> {last[1]:.3f} (step {last[0]})"
         )
+    before, after = result.eval_before, result.eval_after
+    if before is not None and after is not None:
+        typer.echo(f"held-out eval ({after.rollouts} rollouts each), step 0 -> step {result.steps}:")
+        for name in sorted(set(before.means) | set(after.means)):
+            start, end = before.means.get(name), after.means.get(name)
+            change = f" ({end - start:+.3f})" if start is not None and end is not None else ""
+            typer.echo(f"  {name}: {_mean(start)} -> {_mean(end)}{change}")
+        typer.echo(f"  runs: {before.run_dir}, {after.run_dir}")
+    else:
+        for label, summary in (("eval before", before), ("eval after", after)):
+            if summary is not None:
+                typer.echo(f"{label}: {summary.line()}  [{summary.run_dir}]")
     typer.echo(f"run: {result.run_dir}")
     if result.curve is not None:
         typer.echo(f"reward curve: {result.curve}")
+    if result.curves:
+        typer.echo(f"curves: {result.curves[0].parent} ({', '.join(path.stem for path in result.curves)})")
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+class StepTable:
+    """Prints one aligned row per training step (the header once, again if the columns change)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False, soft_wrap=True)
+        self.columns: tuple[str, ...] = ()
+        self.widths: dict[str, int] = {}
+
+    def __call__(self, report: Any) -> None:
+        cells = report.cells()
+        if tuple(cells) != self.columns:
+            self.columns = tuple(cells)
+            self.widths = {name: max(len(name), len(value), 6) for name, value in cells.items()}
+            self.console.print("  ".join(name.rjust(self.widths[name]) for name in cells), style="bold")
+        for name, value in cells.items():
+            self.widths[name] = max(self.widths[name], len(value))
+        self.console.print("  ".join(value.rjust(self.widths[name]) for name, value in cells.items()))

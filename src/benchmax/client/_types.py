@@ -36,6 +36,8 @@ class ChatResult:
     prompt_token_ids: tuple[int, ...] | None = None
     completion_token_ids: tuple[int, ...] | None = None
     completion_logprobs: tuple[float, ...] | None = None
+    policy_version: int | None = None
+    """Which version of a trainer's policy generated the turn (training policies only)."""
 
 
 class ModelClient(Protocol):

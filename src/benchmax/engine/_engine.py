@@ -641,5 +641,6 @@ def _turn_record(
             completion_token_ids=result.completion_token_ids,
             completion_logprobs=result.completion_logprobs,
             tool_errors=tool_errors,
+            policy_version=result.policy_version,
         )
     )

@@ -51,6 +51,7 @@ def create_app(path: str | Path, *, token: str | None = None) -> Starlette:
         Route("/api/runs/{run}/overview", api.overview),
         Route("/api/runs/{run}/distributions", api.distributions),
         Route("/api/runs/{run}/progress", api.progress),
+        Route("/api/runs/{run}/steps", api.steps),
         Route("/api/runs/{run}/rollouts", api.rollouts),
         Route("/api/runs/{run}/rollouts/{rollout_id:path}", api.rollout),
         Route("/api/runs/{run}/download/{rollout_id:path}", api.download),
@@ -97,6 +98,9 @@ class _Api:
 
     def progress(self, request: Request) -> JSONResponse:
         return JSONResponse(self._run(request).progress())
+
+    def steps(self, request: Request) -> JSONResponse:
+        return JSONResponse({"steps": self._run(request).steps()})
 
     def rollouts(self, request: Request) -> JSONResponse:
         params = request.query_params

@@ -58,6 +58,7 @@ def _export_run(catalog: RunCatalog, run_id: str, folder: Path) -> None:
         "rollouts": rollouts,
         "examples": _all(lambda offset: run.examples(offset=offset, limit=MAX_PAGE)),
         "groups": _all(lambda offset: run.groups(offset=offset, limit=MAX_PAGE)),
+        "steps": run.steps(),
     }
     _page(folder / "index.html", "../../", {"view": "run", "run": run_id, "data": data})
     for group in data["groups"]:

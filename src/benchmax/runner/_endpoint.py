@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import ModelAuth
-from benchmax.client import ClientPool, EndpointGate, GateEvent, ModelError, Outage
+from benchmax.client import ClientPool, EndpointGate, GateEvent, HttpModelClient, ModelError, Outage, ReplicaRouter
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -65,10 +65,15 @@ async def model_endpoint(
     """The endpoint to send rollouts to; ``base_url=None`` starts the embedded model.
 
     ``base_url`` may list several replicas of one model. Without ``model``, the
-    one model the servers list at ``/models`` is used.
+    one model the servers list at ``/models`` is used. A base URL the pool
+    routes to a client of its own (a trainer's in-process policy, registered
+    with ``ClientPool.register``) needs no preflight.
     """
     if base_url is not None:
         urls = tuple(url.rstrip("/") for url in ([base_url] if isinstance(base_url, str) else base_url))
+        if len(urls) == 1 and not isinstance(clients.get(urls[0]), HttpModelClient | ReplicaRouter):
+            yield Endpoint(urls[0], model or "policy", replicas=urls)
+            return
         key = clients.route(urls)
         served = await _preflight(urls, model, clients, auth)
         yield Endpoint(key, model or _only_model(served), replicas=urls)

@@ -114,8 +114,14 @@ async def arun(
     env: Environment[Any, Any] | None = None,
     observer: RunObserver | None = None,
     resume: bool = False,
+    clients: ClientPool | None = None,
 ) -> RunResult:
-    """Run (or resume) an eval; returns once every group is stored and filled."""
+    """Run (or resume) an eval; returns once every group is stored and filled.
+
+    ``clients`` is the model client pool to run with (local executor only): a
+    trainer passes one where its policy is registered under ``config.base_url``,
+    so a checkpoint is evaluated through the same engine and store as any model.
+    """
     config = config.with_run_dir()
     assert config.run_dir is not None
     run_dir = config.run_dir
@@ -125,7 +131,6 @@ async def arun(
     spec = EnvSpec(config.env, config.env_kwargs)
     prices = PriceTable.load(config.prices)  # a broken price file fails before anything is loaded
     executor: GroupExecutor | None = None
-    clients: ClientPool | None = None
     try:
         if env is None:
             env = spec.load()
@@ -135,7 +140,7 @@ async def arun(
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
             )
-        executor = make_executor(config, env, prices)
+        executor = make_executor(config, env, prices, clients=clients)
         await executor.start()
         auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
         clients = _clients(executor, config)
@@ -229,12 +234,20 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
 
 
-def make_executor(config: RunConfig, env: Environment[Any, Any], prices: PriceTable | None = None) -> GroupExecutor:
+def make_executor(
+    config: RunConfig,
+    env: Environment[Any, Any],
+    prices: PriceTable | None = None,
+    *,
+    clients: ClientPool | None = None,
+) -> GroupExecutor:
     if config.executor == "ray":
+        if clients is not None:
+            raise ValueError("a client pool of your own runs only on the local executor")
         from benchmax.runner._ray import RayExecutor
 
         return RayExecutor(config, prices=prices)
-    return LocalExecutor(env, config.engine, prices=prices, cache=config.cache)
+    return LocalExecutor(env, config.engine, clients=clients, prices=prices, cache=config.cache)
 
 
 def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:

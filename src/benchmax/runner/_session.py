@@ -228,6 +228,11 @@ class RunSession:
         """Queue the new scores of one group of an adopted run."""
         self.writer.write_scores(group)
 
+    def record_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Keep a training step's metrics (per-component rewards, dead-group share, IS
+        ratio, KL, timings...) in the run, where the inspector reads them while training runs."""
+        self.writer.write_step(step, metrics)
+
     def close_batch(self, batch: int) -> None:
         """Apply the batch's zero-fill: every component a rollout of the batch emitted, on all of them."""
         self.writer.fill_batch(batch)

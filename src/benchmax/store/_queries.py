@@ -72,6 +72,8 @@ class RolloutFilter:
     text: str | None = None
     in_transcript: bool = False
     failed: bool | None = None
+    step: int | None = None
+    """A training run's step (the rollouts that step generated)."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], getlist: Callable[[str], list[str]] | None = None) -> RolloutFilter:
@@ -87,6 +89,7 @@ class RolloutFilter:
             text=params.get("q") or None,
             in_transcript=params.get("transcript") == "1",
             failed={"1": True, "0": False}.get(params.get("failed") or ""),
+            step=_step(params.get("step")),
         )
 
 
@@ -108,6 +111,7 @@ QUERY_SPEC: dict[str, Any] = {
             {"param": "example", "op": "eq", "field": "example_id"},
             {"param": "group", "op": "eq", "field": "group_id"},
             {"param": "failed", "op": "flag", "field": "scored", "true_means": False},
+            {"param": "step", "op": "number", "field": "step"},
             {"param": "c", "op": "component_range", "low": "cmin", "high": "cmax"},
             {
                 "param": "q",
@@ -299,6 +303,14 @@ class RunQueries:
 
     def components(self) -> list[str]:
         return [row[0] for row in self._all("SELECT DISTINCT component FROM rewards ORDER BY 1")]
+
+    def steps(self) -> list[dict[str, Any]]:
+        """A training run's per-step metrics in step order (``[]`` for other runs)."""
+        try:
+            rows = self._all("SELECT step, time, metrics FROM steps ORDER BY step")
+        except sqlite3.OperationalError:  # a store from before the steps table
+            return []
+        return [{"step": step, "time": at, "metrics": _loads(metrics)} for step, at, metrics in rows]
 
     def headline(self) -> dict[str, Any]:
         """What the runs list shows for one run: size, mean per component, failure and pass rates."""
@@ -492,6 +504,9 @@ class RunQueries:
                 clause, values = self._seq_ranges(name, value)
                 clauses.append(clause)
                 params.extend(values)
+        if flt.step is not None:
+            clauses.append("r.step = ?")
+            params.append(flt.step)
         if flt.failed is not None:
             clauses.append("r.scored = 0" if flt.failed else "r.scored = 1")  # literal: the partial index matches
         if flt.component:
@@ -933,6 +948,18 @@ def _number(value: Any, name: str) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def _step(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    try:
+        step = int(value)
+    except (TypeError, ValueError):
+        step = -1
+    if step < 0:
+        raise ValueError(f"step must be a whole number >= 0, got {value!r}")
+    return step
 
 
 def _bounds(offset: int, limit: int) -> tuple[int, int]:

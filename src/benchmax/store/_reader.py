@@ -216,6 +216,14 @@ class Run:
         )
         return [LogEntry(*row) for row in rows]
 
+    def steps(self) -> list[tuple[int, float, dict[str, Any]]]:
+        """A training run's ``(step, time, metrics)`` in step order; ``[]`` for other runs."""
+        try:
+            rows = self._conn.execute("SELECT step, time, metrics FROM steps ORDER BY step").fetchall()
+        except sqlite3.OperationalError:  # a store written before the table existed
+            return []
+        return [(step, at, orjson.loads(metrics)) for step, at, metrics in rows]
+
     def stats(
         self, *, pass_threshold: float | None = None, examples: int | None = _figures.SUMMARY_EXAMPLES
     ) -> _figures.RunStats:

@@ -28,6 +28,7 @@ Laid out for runs of millions of rollouts:
   ``filled = 1``, so raw and filled values are both kept and a trainer can mask
   fills out. ``batches`` records what each batch's last zero-fill covered, so a
   resumed run refills only what changed.
+* ``steps`` holds a training run's per-step metrics (JSON, read whole), one row a step.
 
 Version 1 files (benchmax 0.3.0's first layout) stay readable: ``_compat``
 presents them under these names to a read-only connection, and a writer that
@@ -182,6 +183,11 @@ CREATE TABLE IF NOT EXISTS logs (
 );
 CREATE INDEX IF NOT EXISTS logs_by_rollout ON logs (rollout_id);
 CREATE INDEX IF NOT EXISTS logs_by_group ON logs (group_id);
+CREATE TABLE IF NOT EXISTS steps (
+    step INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    metrics TEXT NOT NULL
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5 (
     answer, error, transcript, ids,
     content = '', columnsize = 0, detail = column,

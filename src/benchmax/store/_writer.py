@@ -201,6 +201,16 @@ class RunWriter:
                     (self._threshold,),
                 )
 
+    def write_step(self, step: int, metrics: Mapping[str, Any], *, at: float | None = None) -> None:
+        """Keep one training step's metrics (a step written again replaces its row)."""
+        self._check()
+        with _transaction(self._conn, self._lock):
+            self._conn.execute(
+                "INSERT INTO steps (step, time, metrics) VALUES (?, ?, ?) "
+                "ON CONFLICT (step) DO UPDATE SET time = excluded.time, metrics = excluded.metrics",
+                (int(step), time.time() if at is None else float(at), dumps(dict(metrics))),
+            )
+
     def add_examples(self, split: str, examples: Iterable[Example]) -> int:
         """Store examples not stored yet (matched by id), in dataset order; returns how many were new."""
         added = 0

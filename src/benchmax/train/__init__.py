@@ -16,7 +16,11 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "POLICY_URL": "benchmax.train._trainer",
+    "EvalSummary": "benchmax.train._eval",
+    "POLICY_URL": "benchmax.train._eval",
+    "StepReport": "benchmax.train._report",
+    "eval_policy": "benchmax.train._eval",
+    "load_policy_model": "benchmax.train._model",
     "TrainConfig": "benchmax.train._trainer",
     "TrainError": "benchmax.train._trainer",
     "TrainResult": "benchmax.train._trainer",
@@ -26,7 +30,20 @@ _EXPORTS = {
     "train": "benchmax.train._trainer",
 }
 
-__all__ = ["POLICY_URL", "TrainConfig", "TrainError", "TrainResult", "TrainingSession", "build", "run", "train"]
+__all__ = [
+    "POLICY_URL",
+    "EvalSummary",
+    "StepReport",
+    "TrainConfig",
+    "TrainError",
+    "TrainResult",
+    "TrainingSession",
+    "build",
+    "eval_policy",
+    "load_policy_model",
+    "run",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -75,3 +75,8 @@ def _forget_gguf(policy: Any) -> None:
         policy.is_quantized = False
     if getattr(policy.config, "quantization_config", None) is not None:
         del policy.config.quantization_config
+
+
+def load_policy_model(model: str) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for ``--model``: ``embedded``, a transformers directory or a ``.gguf``."""
+    return load(model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,79 @@ def reward_curve(history: Sequence[Mapping[str, Any]], path: Path, *, title: str
     figure.savefig(path)
     pyplot.close(figure)
     return path
+
+
+def component_curves(history: Sequence[Mapping[str, Any]], directory: Path, *, title: str = "") -> list[Path]:
+    """One image per reward component (the mean of everything the step generated,
+    and of what it trained on), plus the dead-group share and the IS ratio / KL.
+
+    Returns the files written; nothing when no step logged a reward yet.
+    """
+    points = [entry for entry in history if "reward" in entry and "step" in entry]
+    if not points:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    names = sorted(
+        {key[len("rewards/") : -len("/mean")] for entry in points for key in entry if _component_key(key)}
+    )
+    plots: list[tuple[str, str, list[tuple[str, str]]]] = [
+        ("reward", "mean reward", [("generated/reward", "all rollouts drawn"), ("reward", "rollouts trained on")])
+    ]
+    for name in names:
+        plots.append(
+            (
+                name,
+                f"mean {name}",
+                [(f"generated/{name}", "all rollouts drawn"), (f"rewards/{name}/mean", "rollouts trained on")],
+            )
+        )
+    plots.append(("dead_groups", "share of groups", [("groups/dead_share", "dead groups (all siblings equal)")]))
+    plots.append(
+        (
+            "is_kl",
+            "ratio / KL",
+            [
+                ("is_ratio/mean", "IS ratio mean"),
+                ("is_ratio/min", "IS ratio min"),
+                ("is_ratio/max", "IS ratio max"),
+                ("kl/sampler", "KL(sampler || policy)"),
+                ("kl", "KL(policy || reference)"),
+            ],
+        )
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, ylabel, series in plots:
+        lines = [
+            (label, [(entry["step"], entry[key]) for entry in points if _finite(entry.get(key))])
+            for key, label in series
+        ]
+        lines = [(label, values) for label, values in lines if values]
+        if not lines:
+            continue
+        figure, axes = pyplot.subplots(figsize=(6, 3.5), dpi=100)
+        for label, values in lines:
+            axes.plot([step for step, _ in values], [value for _, value in values], label=label, marker=".")
+        axes.set_xlabel("training step")
+        axes.set_ylabel(ylabel)
+        axes.set_title(f"{stem} · {title}" if title else stem, fontsize=9)
+        axes.grid(alpha=0.3)
+        axes.legend(loc="best", fontsize=8)
+        figure.tight_layout()
+        path = directory / f"{stem}.png"
+        figure.savefig(path)
+        pyplot.close(figure)
+        written.append(path)
+    return written
+
+
+def _component_key(key: str) -> bool:
+    return key.startswith("rewards/") and key.endswith("/mean")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

@@ -12,11 +12,13 @@ vLLM backends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -45,6 +47,8 @@ class Generation:
     logprobs: tuple[float, ...]
     finished: bool
     """True when the model ended its turn (an end token), False at the token limit."""
+    version: int | None = None
+    """The policy version whose weights generated it, when the backend knows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,9 @@ class TokenPolicy:
         self.max_context = max_context
         self.record = record
         self.records: list[GenerationRecord] = []
+        self.version: int | None = None
+        """The trainer's policy version now generating (its step when the weights were
+        last synced); every turn records the version that generated it."""
         self._states: dict[str, TokenState] = {}
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -171,6 +178,7 @@ class TokenPolicy:
             prompt_token_ids=tuple(prompt_ids),
             completion_token_ids=generation.ids,
             completion_logprobs=generation.logprobs,
+            policy_version=generation.version if generation.version is not None else self.version,
         )
 
     async def aclose(self) -> None:
@@ -282,10 +290,16 @@ class BatchedPolicy(TokenPolicy):
     ) -> None:
         super().__init__(tokenizer, default_max_tokens=default_max_tokens, max_context=max_context, record=record)
         self.generate_calls = 0
+        self.batch_lock = threading.Lock()
+        """Held while a batch generates: a weight sync takes it to land between batches."""
         self._batcher = Batcher(self._run_batch, window=batch_window, max_batch=max_batch, name=name)
 
     async def generate(self, request: GenerationRequest) -> Generation:
         return await self._batcher.submit(request)
+
+    def between_turns(self) -> threading.Lock:
+        """Held while a batch generates: a weight push that takes it lands between batches."""
+        return self.batch_lock
 
     async def aclose(self) -> None:
         await self._batcher.aclose()
@@ -294,8 +308,11 @@ class BatchedPolicy(TokenPolicy):
         self._batcher.close()
 
     def _run_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        self.generate_calls += 1
-        return self._generate(requests)
+        with self.batch_lock:
+            self.generate_calls += 1
+            version = self.version
+            results = self._generate(requests)
+        return [result if result.version is not None else replace(result, version=version) for result in results]
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         raise NotImplementedError
@@ -329,6 +346,36 @@ class InProcessPolicy(BatchedPolicy):
         self.model = model
         self.generate_kwargs = dict(generate_kwargs or {})
         self._lock = threading.Lock()
+        self._staged: tuple[int, list[tuple[int, torch.Tensor]]] | None = None
+        self._staging = threading.Lock()
+
+    def stage_weights(self, source: Any, version: int) -> None:
+        """Take ``source``'s current weights for the batches from now on (async generation).
+
+        The policy then generates from a model of its own while the trainer
+        updates ``source``. The copy is made here, on the caller's thread, so the
+        trainer never waits for a batch in progress; the next batch swaps it in.
+        """
+        sources = list(source.parameters())
+        if len(sources) != len(list(self.model.parameters())):
+            raise ValueError("the trainer's model and the generation copy have different parameters")
+        # frozen parameters never change, so only the trained ones are copied
+        tensors = [
+            (index, parameter.detach().clone()) for index, parameter in enumerate(sources) if parameter.requires_grad
+        ]
+        with self._staging:
+            self._staged = (version, tensors)
+
+    def _swap_staged(self) -> None:
+        with self._staging:
+            staged, self._staged = self._staged, None
+        if staged is None:
+            return
+        version, tensors = staged
+        parameters = list(self.model.parameters())
+        for index, tensor in tensors:
+            parameters[index].data = tensor
+        self.version = version
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -336,56 +383,205 @@ class InProcessPolicy(BatchedPolicy):
             ids = self.tokenizer.eos_token_id
         return list(ids) if isinstance(ids, list | tuple) else [ids]
 
-    @torch.no_grad()
     def _generate(self, items: Sequence[GenerationRequest]) -> list[Generation]:
-        """One left-padded ``generate``; logprobs are log-softmax of the raw logits
-        over the sampling temperature, the quantity TRL recomputes for the loss."""
         with self._lock:
+            self._swap_staged()
             model = self.model
-            device = next(model.parameters()).device
-            pad = self.tokenizer.pad_token_id
-            width = max(len(item.prompt_ids) for item in items)
-            input_ids = torch.full((len(items), width), pad, dtype=torch.long)
-            attention = torch.zeros((len(items), width), dtype=torch.long)
-            for row, item in enumerate(items):
-                input_ids[row, width - len(item.prompt_ids) :] = torch.tensor(item.prompt_ids)
-                attention[row, width - len(item.prompt_ids) :] = 1
-            temperature = items[0].temperature
-            sample = temperature > 0
+            version = self.version
             was_training = model.training
             model.eval()
             try:
-                output = model.generate(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention.to(device),
-                    max_new_tokens=max(item.max_tokens for item in items),
-                    do_sample=sample,
-                    temperature=temperature if sample else None,
-                    top_p=items[0].top_p if sample else None,
-                    top_k=0 if sample else None,
-                    pad_token_id=pad,
-                    eos_token_id=self._eos_ids(),
-                    return_dict_in_generate=True,
-                    output_logits=True,
-                    use_cache=True,
-                    **self.generate_kwargs,
-                )
+                if self.generate_kwargs:
+                    results = self._generate_hf(items)
+                else:
+                    results = sample(model, items, eos_ids=self._eos_ids())
             finally:
                 if was_training:
                     model.train()
-            generated = output.sequences[:, width:].cpu()
-            logits = torch.stack(output.logits, dim=1).float().cpu()
-            if sample:
-                logits = logits / temperature
-            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
-            eos = set(self._eos_ids())
-            results = []
-            for row, item in enumerate(items):
-                ids: list[int] = []
-                for token in generated[row, : item.max_tokens].tolist():
-                    ids.append(token)
-                    if token in eos:
-                        break
-                finished = bool(ids) and ids[-1] in eos
-                results.append(Generation(tuple(ids), tuple(logprobs[row, : len(ids)].tolist()), finished))
-            return results
+            return [replace(result, version=version) for result in results]
+
+    @torch.no_grad()
+    def _generate_hf(self, items: Sequence[GenerationRequest]) -> list[Generation]:
+        """One left-padded ``generate`` (for ``generate_kwargs``: HF's logits
+        processors); logprobs are log-softmax of the raw logits over the
+        sampling temperature, the quantity TRL recomputes for the loss."""
+        model = self.model
+        device = next(model.parameters()).device
+        pad = self.tokenizer.pad_token_id
+        width = max(len(item.prompt_ids) for item in items)
+        input_ids = torch.full((len(items), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(items), width), dtype=torch.long)
+        for row, item in enumerate(items):
+            input_ids[row, width - len(item.prompt_ids) :] = torch.tensor(item.prompt_ids)
+            attention[row, width - len(item.prompt_ids) :] = 1
+        temperature = items[0].temperature
+        do_sample = temperature > 0
+        output = model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
+            max_new_tokens=max(item.max_tokens for item in items),
+            do_sample=do_sample,
+            temperature=temperature if do_sample else None,
+            top_p=items[0].top_p if do_sample else None,
+            top_k=0 if do_sample else None,
+            pad_token_id=pad,
+            eos_token_id=self._eos_ids(),
+            return_dict_in_generate=True,
+            output_logits=True,
+            use_cache=True,
+            **self.generate_kwargs,
+        )
+        generated = output.sequences[:, width:].cpu()
+        logits = torch.stack(output.logits, dim=1).float().cpu()
+        if do_sample:
+            logits = logits / temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+        eos = set(self._eos_ids())
+        results = []
+        for row, item in enumerate(items):
+            ids: list[int] = []
+            for token in generated[row, : item.max_tokens].tolist():
+                ids.append(token)
+                if token in eos:
+                    break
+            finished = bool(ids) and ids[-1] in eos
+            results.append(Generation(tuple(ids), tuple(logprobs[row, : len(ids)].tolist()), finished))
+        return results
+
+
+def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
+    first = rows[0]
+    length = min(len(row) for row in rows)
+    for row in rows[1:]:
+        index = 0
+        while index < length and row[index] == first[index]:
+            index += 1
+        length = index
+    return length
+
+
+def cache_argument(model: Any) -> str:
+    """transformers 5.x renames ``past_key_values`` to ``cache``; use whichever the model takes."""
+    name = getattr(model, "_benchmax_cache_argument", None)
+    if name is None:
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        with contextlib.suppress(AttributeError):
+            model._benchmax_cache_argument = name
+    return name
+
+
+def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
+    """One cached forward pass, only the last position's logits kept."""
+    return model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+        **{cache_argument(model): cache},
+    )
+
+
+def cache_of(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+@torch.no_grad()
+def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[int]) -> list[Generation]:
+    """Sample a batch of turns with their prompts' shared tokens computed once.
+
+    The turns of a step share most of their prompt: every sibling of a group
+    has the same first turn, and a system prompt (tools, worked examples) opens
+    every prompt of an env. ``generate`` would run all of it once per row; here
+    the prefix all prompts share runs once, the rest of each distinct prompt
+    once, and the cache is copied to the rows that need it. Logprobs are the
+    log-softmax of the logits over the temperature, the quantity TRL
+    recomputes; top-p only narrows what is drawn. Temperature 0 is greedy.
+    Rows leave the batch as they finish. A batch holds one sampling setting
+    (the :class:`Batcher` groups turns by it).
+    """
+    device = next(model.parameters()).device
+    unique: dict[tuple[int, ...], int] = {}
+    rows = [unique.setdefault(tuple(item.prompt_ids), len(unique)) for item in items]
+    prompts = list(unique)
+    shared = min(_common_prefix(prompts), min(len(prompt) for prompt in prompts) - 1)
+    cache = None
+    if shared > 0:
+        prefix = torch.tensor([prompts[0][:shared]], device=device)
+        output = _forward(
+            model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None
+        )
+        cache = cache_of(output)
+        if len(prompts) > 1:
+            cache.batch_repeat_interleave(len(prompts))
+    tails = [prompt[shared:] for prompt in prompts]
+    width = max(len(tail) for tail in tails)
+    ids = torch.zeros((len(tails), width), dtype=torch.long, device=device)
+    tail_mask = torch.zeros((len(tails), width), dtype=torch.long, device=device)
+    for row, tail in enumerate(tails):
+        ids[row, width - len(tail) :] = torch.tensor(tail, device=device)
+        tail_mask[row, width - len(tail) :] = 1
+    mask = torch.cat([torch.ones((len(tails), shared), dtype=torch.long, device=device), tail_mask], dim=1)
+    positions = (shared + tail_mask.cumsum(1) - 1).clamp(min=0)
+    output = _forward(model, ids, mask, positions, cache)
+    cache = cache_of(output)
+    index = torch.tensor(rows, device=device)
+    if len(prompts) != len(items) or rows != list(range(len(items))):
+        cache.batch_select_indices(index)
+    logits = output.logits[:, -1, :][index].float()
+    mask = mask[index]
+    last = positions[:, -1][index]
+
+    eos = set(int(token) for token in eos_ids)
+    active = list(range(len(items)))
+    generated: list[list[int]] = [[] for _ in items]
+    logprobs: list[list[float]] = [[] for _ in items]
+    finished = [False] * len(items)
+    temperature, top_p = items[0].temperature, items[0].top_p
+    while active:
+        drawn, drawn_logprobs = _draw(logits, temperature, top_p)
+        tokens = drawn.tolist()
+        for slot, row in enumerate(active):
+            generated[row].append(tokens[slot])
+            logprobs[row].append(float(drawn_logprobs[slot]))
+            if tokens[slot] in eos:
+                finished[row] = True
+        keep = [
+            slot
+            for slot, row in enumerate(active)
+            if not finished[row] and len(generated[row]) < items[row].max_tokens
+        ]
+        if not keep:
+            break
+        if len(keep) != len(active):
+            selected = torch.tensor(keep, device=device)
+            cache.batch_select_indices(selected)
+            mask, last = mask[selected], last[selected]
+            tokens = [tokens[slot] for slot in keep]
+            active = [active[slot] for slot in keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long, device=device)], dim=1)
+        last = last + 1
+        output = _forward(model, torch.tensor(tokens, device=device)[:, None], mask, last[:, None], cache)
+        cache = cache_of(output)
+        logits = output.logits[:, -1, :].float()
+    return [
+        Generation(tuple(generated[row]), tuple(logprobs[row]), finished[row]) for row in range(len(items))
+    ]
+
+
+def _draw(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of logits, and its logprob under the tempered softmax."""
+    if temperature <= 0:
+        tokens = torch.argmax(logits, dim=-1)
+        return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
+    scores = torch.log_softmax(logits / temperature, dim=-1)
+    probs = scores.exp()
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
+        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p
+        choice = torch.multinomial(sorted_probs.masked_fill(outside, 0.0), 1)
+        tokens = order.gather(-1, choice).squeeze(-1)
+    else:
+        tokens = torch.multinomial(probs, 1).squeeze(-1)
+    return tokens, scores.gather(-1, tokens[:, None]).squeeze(-1)

@@ -1,22 +1,28 @@
 """TRL's ``rollout_func``: benchmax's engine produces every training rollout.
 
-TRL hands over a generation batch of prompts, each repeated once per sibling.
-Here each run of siblings becomes one ``Engine.run_group`` call, so multi-turn
-tools, ``rollout_context``, termination reasons, group rewards and log
-attribution behave exactly as in ``eval``. Each rollout goes back to TRL as the
-turn-0 prompt ids plus one completion stream (every completion as generated,
+Each group of siblings is one ``Engine.run_group`` call, so multi-turn tools,
+``rollout_context``, termination reasons, group rewards and log attribution
+behave exactly as in ``eval``. Each rollout goes back to TRL as the turn-0
+prompt ids plus one completion stream (every completion as generated,
 tool-result tokens between them masked out by ``env_mask``), and every group is
-written to the run store with the trainer's step.
+written to the run store with the step that trains on it.
+
+A training step's rollouts come from :meth:`RolloutBridge.step_batch`: the
+bridge draws the examples, drops dead groups and refills the step (see
+:mod:`benchmax.train._groups`), and with ``async_steps=K`` generates up to K
+steps ahead of the trainer (see :class:`StepPipeline`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
-from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from benchmax.engine import Engine, GroupResult
@@ -29,6 +35,7 @@ from benchmax.envs import (
     TerminationReason,
 )
 from benchmax.runner import GroupKey, RunSession, failed_group
+from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, zero_fill
 from benchmax.train._tokens import render_prompt
 
@@ -45,7 +52,8 @@ class EventLoopThread:
     """One event loop on a daemon thread, so a synchronous trainer can drive the engine.
 
     The loop lives across steps: model clients, the policy's batcher and env
-    resources keep their loop for the whole run.
+    resources keep their loop for the whole run, and async generation runs on it
+    while the trainer's thread computes a step.
     """
 
     def __init__(self) -> None:
@@ -76,8 +84,18 @@ class TokenSequence:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenCheck:
+    """What the token check of one rollout found: ``ok``, ``mismatch`` (a turn's
+    prompt does not extend what was sampled before it) or ``no_tokens``."""
+
+    rollout_id: str
+    status: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RolloutBatch:
-    """What one ``rollout_func`` call produced (kept as ``bridge.last`` for callers)."""
+    """What one ``rollout_func`` call trains on (kept as ``bridge.last`` for callers)."""
 
     step: int
     batch: int
@@ -85,6 +103,12 @@ class RolloutBatch:
     sequences: tuple[TokenSequence, ...]
     rewards: tuple[dict[str, float], ...]
     filled: tuple[tuple[str, ...], ...]
+    masked: tuple[bool, ...] = ()
+    """Per rollout: a dead group filling a slot the refill could not, masked out of the loss."""
+    drawn: tuple[RolloutOutcome, ...] = ()
+    """Every rollout generated for the step, dropped dead groups included."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    checks: tuple[TokenCheck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +123,13 @@ class _Group:
 class RolloutBridge:
     """Callable as TRL's ``rollout_func(prompts, trainer)``.
 
-    ``prompts`` are example ids (the training dataset's ``prompt`` column), so the
-    full example payload never passes through Arrow. ``session`` is the run's
-    :class:`benchmax.runner.RunSession` (every group is written through it) or ``None``.
+    ``prompts`` are example ids (the training dataset's ``prompt` column); in
+    training their count sets the step's number of groups and the bridge draws
+    the examples itself. ``session`` is the run's
+    :class:`benchmax.runner.RunSession` (every group is written through it) or
+    ``None``. ``weights`` are the trained components' weights (dead-group test);
+    ``before_step(trainer, step)`` runs at each training call before its
+    rollouts are taken (the trainer syncs the generation weights there).
     """
 
     engine: Engine
@@ -117,23 +145,224 @@ class RolloutBridge:
     example_index: Mapping[str, int] = field(default_factory=dict)
     last: RolloutBatch | None = None
     known_components: frozenset[str] | None = None
+    weights: Mapping[str, float] = field(default_factory=dict)
+    drop_unscorable: bool = False
+    dead_groups: str = "drop"
+    max_refill: int | None = None
+    """Extra groups a step may draw to replace dead ones (default: 2 x the step's groups)."""
+    async_steps: int = 0
+    seed: int = 0
+    before_step: Callable[[Any, int], None] | None = None
+    history: dict[int, RolloutBatch] = field(default_factory=dict, repr=False)
+    """Recent training batches by step (the trainer's callbacks read and drop them)."""
     _batch: int = field(default=-1, repr=False)
     _warned: set[str] = field(default_factory=set, repr=False)
+    _pipeline: StepPipeline | None = field(default=None, repr=False)
+    _sampler: ExampleSampler | None = field(default=None, repr=False)
+    _live_rate: float = field(default=1.0, repr=False)
 
     def __post_init__(self) -> None:
         self._batch = self.first_batch - 1
+        select_groups([], 0, mode=self.dead_groups)  # validates the mode
+        if self.async_steps < 0:
+            raise ValueError(f"async_steps must be >= 0, got {self.async_steps}")
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         training = bool(getattr(trainer.model, "training", True))
         size = trainer.num_generations if training else trainer.num_generations_eval
-        split: DatasetSplit = "train" if training else "eval"
-        return self.generate(prompts, group_size=size, step=int(trainer.state.global_step), split=split)
+        if not training:
+            return self.generate(prompts, group_size=size, step=int(trainer.state.global_step), split="eval")
+        self._groups(prompts, size, 0, "train")  # validates TRL's batch: example ids, whole groups
+        step = int(trainer.state.global_step)
+        if self.before_step is not None:
+            self.before_step(trainer, step)
+        waited = time.perf_counter()
+        batch = self.step_batch(
+            step,
+            groups=len(prompts) // size,
+            group_size=size,
+            last_step=int(getattr(trainer.args, "max_steps", 0) or 0) - 1,
+        )
+        metrics = dict(batch.metrics)
+        metrics["time/rollout_wait"] = time.perf_counter() - waited
+        self.history[step] = replace(batch, metrics=metrics)
+        store = getattr(trainer, "_metrics", None)
+        if isinstance(store, Mapping) and "train" in store:
+            for name, value in metrics.items():
+                store["train"][name].append(float(value))
+        return self._output(batch)
+
+    # -- training steps ------------------------------------------------------
+
+    def step_batch(self, step: int, *, groups: int, group_size: int, last_step: int | None = None) -> RolloutBatch:
+        """The rollouts training step ``step`` trains on (``groups`` groups of ``group_size``).
+
+        Synchronous (``async_steps=0``): generated now, from the weights as they
+        are. Async: taken from the pipeline, which generated it while earlier
+        steps trained, from weights at most ``async_steps`` steps older.
+        """
+        if self.loop is None:
+            self.loop = EventLoopThread()
+        if self._pipeline is None:
+            self._pipeline = StepPipeline(self, groups, group_size, first_step=step, last_step=last_step)
+        batch = self.loop.run(self._pipeline.take(step))
+        self.last = batch
+        return batch
+
+    async def aclose_pipeline(self) -> None:
+        """Stop generating ahead (the run ended); a step in progress is abandoned."""
+        if self._pipeline is not None:
+            await self._pipeline.aclose()
+
+    def sampler(self) -> ExampleSampler:
+        if self._sampler is None:
+            self._sampler = ExampleSampler(list(self.examples), seed=self.seed)
+        return self._sampler
+
+    async def make_step(self, step: int, groups: int, group_size: int) -> RolloutBatch:
+        """Generate one training step: draw, run, drop dead groups, refill, store."""
+        started = time.perf_counter()
+        self._batch += 1
+        batch = self._batch
+        budget = groups + (self.max_refill if self.max_refill is not None else 2 * groups)
+        if self.dead_groups == "keep":
+            budget = groups
+        weights = self._score_weights()
+        drawn: list[_Group] = []
+        results: list[GroupResult] = []
+        dead: list[bool] = []
+        seen: dict[str, int] = {}
+        sampler = self.sampler()
+        while len(drawn) < budget:
+            missing = groups - dead.count(False) if self.dead_groups == "drop" else groups
+            # draw enough for the live groups still missing at the live rate seen so far
+            # (at most twice as many), so a refill rarely needs a third wave
+            wave = min(math.ceil(missing / max(self._live_rate, 0.5)), budget - len(drawn))
+            if missing <= 0 or wave <= 0:
+                break
+            wave_groups = []
+            for _ in range(wave):
+                example = self.examples[sampler.next()]
+                occurrence = seen.get(example.id, 0)
+                seen[example.id] = occurrence + 1
+                key = GroupKey.of(
+                    "train", example, self.example_index.get(example.id, 0), step=step, occurrence=occurrence
+                )
+                wave_groups.append(
+                    _Group(example, key, "train", tuple(key.rollout_id(sample) for sample in range(group_size)))
+                )
+            wave_results = await self._run_groups(wave_groups)
+            drawn += wave_groups
+            results += wave_results
+            verdicts = [
+                is_dead(result.outcomes, weights, drop_unscorable=self.drop_unscorable) for result in wave_results
+            ]
+            dead += verdicts
+            self._live_rate = 0.8 * self._live_rate + 0.2 * verdicts.count(False) / len(verdicts)
+            if self.dead_groups == "keep":
+                break
+        if self.session is not None:
+            await asyncio.to_thread(self._store, drawn, results, batch)
+        all_outcomes = [outcome for result in results for outcome in result.outcomes]
+        if self.policy is not None:
+            self.policy.release([outcome.rollout_id for outcome in all_outcomes])
+        selection = select_groups(dead, groups, mode=self.dead_groups)
+        chosen = [(drawn[index], results[index], index in selection.masked) for index in selection.trained]
+        outcomes = [outcome for _, result, _ in chosen for outcome in result.outcomes]
+        examples = [group.example for group, result, _ in chosen for _ in result.outcomes]
+        masked = [flag for _, result, flag in chosen for _ in result.outcomes]
+        fill = zero_fill([outcome.rewards for outcome in outcomes])
+        self._warn_unknown(fill.components)
+        checks = []
+        sequences = []
+        for outcome, example, hidden in zip(outcomes, examples, masked, strict=True):
+            sequence, check = self._sequence(outcome, example)
+            checks.append(check)
+            sequences.append(_masked(sequence) if hidden else sequence)
+        metrics = self._step_metrics(step, groups, drawn, results, dead, selection.masked, checks, weights)
+        metrics["time/generate"] = time.perf_counter() - started
+        failed = sum(not outcome.scored for outcome in all_outcomes)
+        if failed:
+            logger.warning("step %d: %d of %d rollouts failed operationally", step, failed, len(all_outcomes))
+        return RolloutBatch(
+            step,
+            batch,
+            tuple(outcomes),
+            tuple(sequences),
+            fill.rewards,
+            fill.filled,
+            masked=tuple(masked),
+            drawn=tuple(all_outcomes),
+            metrics=metrics,
+            checks=tuple(checks),
+        )
+
+    def _score_weights(self) -> dict[str, float]:
+        names = set(self.known_components or ()) | set(self.weights)
+        return {name: float(self.weights.get(name, 1.0)) for name in sorted(names)}
+
+    def _step_metrics(
+        self,
+        step: int,
+        groups: int,
+        drawn: Sequence[_Group],
+        results: Sequence[GroupResult],
+        dead: Sequence[bool],
+        masked: Sequence[int],
+        checks: Sequence[TokenCheck],
+        weights: Mapping[str, float],
+    ) -> dict[str, float]:
+        """Figures of everything the step generated (dropped groups included): how the
+        policy did, not only the part trained on."""
+        outcomes = [outcome for result in results for outcome in result.outcomes]
+        fill = zero_fill([outcome.rewards for outcome in outcomes])
+        metrics: dict[str, float] = {
+            "groups/drawn": float(len(drawn)),
+            "groups/dead": float(sum(dead)),
+            "groups/dead_share": sum(dead) / len(dead) if dead else 0.0,
+            "groups/dead_trained": float(len(masked)),
+            "groups/live_unused": float(max(0, dead.count(False) - groups)) if self.dead_groups == "drop" else 0.0,
+            "rollouts/generated": float(len(outcomes)),
+            "rollouts/failed": float(sum(not outcome.scored for outcome in outcomes)),
+            "tokens/mismatch": float(sum(check.status == "mismatch" for check in checks)),
+        }
+        if outcomes:
+            metrics["generated/reward"] = sum(rollout_score(outcome, weights) for outcome in outcomes) / len(
+                outcomes
+            )
+        for name in fill.components:
+            metrics[f"generated/{name}"] = sum(reward[name] for reward in fill.rewards) / len(fill.rewards)
+        versions = [
+            turn.policy_version for outcome in outcomes for turn in outcome.turns if turn.policy_version is not None
+        ]
+        if versions:
+            metrics["policy/staleness_max"] = float(step - min(versions))
+            metrics["policy/staleness_mean"] = step - sum(versions) / len(versions)
+        return metrics
+
+    def _output(self, batch: RolloutBatch) -> dict[str, list[Any]]:
+        sequences, outcomes = batch.sequences, batch.outcomes
+        return {
+            "prompt_ids": [list(seq.prompt_ids) for seq in sequences],
+            "completion_ids": [list(seq.completion_ids) for seq in sequences],
+            "logprobs": [list(seq.logprobs) for seq in sequences],
+            "env_mask": [list(seq.env_mask) for seq in sequences],
+            REWARDS_KEY: list(batch.rewards),
+            FILLED_KEY: [list(names) for names in batch.filled],
+            SCORABLE_KEY: [outcome.scored for outcome in outcomes],
+            "termination_reason": [outcome.termination_reason for outcome in outcomes],
+            "rollout_id": [outcome.rollout_id for outcome in outcomes],
+            "example_id": [outcome.example_id for outcome in outcomes],
+        }
+
+    # -- a given batch of prompts ---------------------------------------------
 
     def generate(
         self, prompts: Sequence[Any], *, group_size: int, step: int, split: DatasetSplit = "train"
     ) -> dict[str, list[Any]]:
-        """Run the batch and return TRL's ``prompt_ids``/``completion_ids``/``logprobs``/
-        ``env_mask`` plus the reward keys the component reward functions read."""
+        """Run exactly ``prompts`` (runs of ``group_size`` siblings) now and return TRL's
+        ``prompt_ids``/``completion_ids``/``logprobs``/``env_mask`` plus the reward keys
+        the component reward functions read. No dead-group drop, no pipeline."""
         groups = self._groups(prompts, group_size, step, split)
         self._batch += 1
         batch = self._batch
@@ -152,24 +381,23 @@ class RolloutBridge:
             self.policy.release([outcome.rollout_id for outcome in outcomes])
         fill = zero_fill([outcome.rewards for outcome in outcomes])
         self._warn_unknown(fill.components)
-        sequences = [self._sequence(outcome, example) for outcome, example in pairs]
-        self.last = RolloutBatch(step, batch, tuple(outcomes), tuple(sequences), fill.rewards, fill.filled)
+        built = [self._sequence(outcome, example) for outcome, example in pairs]
+        sequences = [sequence for sequence, _ in built]
+        self.last = RolloutBatch(
+            step,
+            batch,
+            tuple(outcomes),
+            tuple(sequences),
+            fill.rewards,
+            fill.filled,
+            masked=(False,) * len(outcomes),
+            drawn=tuple(outcomes),
+            checks=tuple(check for _, check in built),
+        )
         failed = sum(not outcome.scored for outcome in outcomes)
         if failed:
             logger.warning("step %d: %d of %d rollouts failed operationally", step, failed, len(outcomes))
-        return {
-            "prompt_ids": [list(seq.prompt_ids) for seq in sequences],
-            "completion_ids": [list(seq.completion_ids) for seq in sequences],
-            "logprobs": [list(seq.logprobs) for seq in sequences],
-            "env_mask": [list(seq.env_mask) for seq in sequences],
-            REWARDS_KEY: list(fill.rewards),
-            FILLED_KEY: [list(names) for names in fill.filled],
-            SCORABLE_KEY: [outcome.scored for outcome in outcomes],
-            "termination_reason": [outcome.termination_reason for outcome in outcomes],
-            "rollout_id": [outcome.rollout_id for outcome in outcomes],
-        }
-
-    # -- groups ----------------------------------------------------------------
+        return self._output(self.last)
 
     def _groups(self, prompts: Sequence[Any], size: int, step: int, split: DatasetSplit) -> list[_Group]:
         """One group per run of siblings; a key per group (a repeat of an example in the batch is told apart)."""
@@ -230,14 +458,17 @@ class RolloutBridge:
 
     # -- tokens ----------------------------------------------------------------
 
-    def _sequence(self, outcome: RolloutOutcome, example: Example) -> TokenSequence:
+    def _sequence(self, outcome: RolloutOutcome, example: Example) -> tuple[TokenSequence, TokenCheck]:
+        """The rollout's token stream and its token check; a rollout that fails the
+        check (or has no tokens) trains on nothing: one masked end token."""
         try:
-            return assemble(outcome)
+            return assemble(outcome), TokenCheck(outcome.rollout_id, "ok")
         except TokenMismatch as exc:
             logger.error("rollout %s: %s; masked out of the loss", outcome.rollout_id, exc)
-        except ValueError:
-            pass
-        return self._empty(example)
+            check = TokenCheck(outcome.rollout_id, "mismatch", str(exc))
+        except ValueError as exc:
+            check = TokenCheck(outcome.rollout_id, "no_tokens", str(exc))
+        return self._empty(example), check
 
     def _empty(self, example: Example) -> TokenSequence:
         """A rollout with no usable tokens: its prompt and one masked end token."""
@@ -281,11 +512,100 @@ class RolloutBridge:
                 )
 
 
+class StepPipeline:
+    """Generates training steps in order, at most ``async_steps`` ahead of the trainer.
+
+    Step ``first_step + j`` may start generating once the trainer has asked for
+    step ``first_step + j - async_steps`` (and synced the generation weights to
+    it), so every rollout the trainer gets was generated by a policy at most
+    ``async_steps`` updates old; each turn records the version that generated it.
+    ``async_steps=0`` generates each step when it is asked for: synchronous.
+    """
+
+    def __init__(
+        self, bridge: RolloutBridge, groups: int, group_size: int, *, first_step: int, last_step: int | None
+    ) -> None:
+        self.bridge = bridge
+        self.groups = groups
+        self.group_size = group_size
+        self.first_step = first_step
+        self.last_step = last_step if last_step is not None and last_step >= first_step else None
+        self.asked = first_step - 1
+        """The latest step the trainer asked for."""
+        self._ready: dict[int, asyncio.Future[RolloutBatch]] = {}
+        self._changed: asyncio.Condition | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def take(self, step: int) -> RolloutBatch:
+        if step != self.asked + 1:
+            raise ValueError(f"training asked for step {step} after step {self.asked}; steps must come in order")
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        async with self._changed:
+            self.asked = step
+            self._changed.notify_all()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._produce(), name="benchmax-train-pipeline")
+        batch = await self._future(step)
+        del self._ready[step]
+        return batch
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def generated(self, step: int) -> bool:
+        """Whether step ``step`` is generated and waiting to be taken."""
+        future = self._ready.get(step)
+        return future is not None and future.done()
+
+    def _may_start(self, oldest: int) -> bool:
+        return self.asked >= oldest
+
+    def _future(self, step: int) -> asyncio.Future[RolloutBatch]:
+        future = self._ready.get(step)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._ready[step] = future
+        return future
+
+    async def _produce(self) -> None:
+        assert self._changed is not None
+        step = self.first_step
+        lag = self.bridge.async_steps
+        while self.last_step is None or step <= self.last_step:
+            async with self._changed:
+                await self._changed.wait_for(partial(self._may_start, step - lag))
+            future = self._future(step)
+            try:
+                batch = await self.bridge.make_step(step, self.groups, self.group_size)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            if not future.done():
+                future.set_result(batch)
+            step += 1
+
+
+def _masked(sequence: TokenSequence) -> TokenSequence:
+    """The same tokens, none of them trained on."""
+    return TokenSequence(
+        sequence.prompt_ids, sequence.completion_ids, (0,) * len(sequence.env_mask), sequence.logprobs
+    )
+
+
 def assemble(outcome: RolloutOutcome) -> TokenSequence:
     """Rebuild a rollout's token stream from its turns, never from its messages.
 
     Turn ``k+1``'s prompt must start with turn ``k``'s prompt plus completion; the
-    ids between are tool results and template glue (``env_mask`` 0).
+    ids between are tool results and template glue (``env_mask`` 0). This is
+    the token check: a prompt that does not extend what was sampled before it
+    raises :class:`TokenMismatch`, and that rollout is not trained on.
     """
     turns = [turn for turn in outcome.turns if turn.prompt_token_ids is not None]
     if not turns or any(turn.completion_token_ids is None for turn in turns):
@@ -298,12 +618,19 @@ def assemble(outcome: RolloutOutcome) -> TokenSequence:
     for turn in turns:
         turn_prompt = list(turn.prompt_token_ids or ())
         if turn_prompt[: len(stream)] != stream:
-            raise TokenMismatch(f"turn {turn.index}'s prompt does not extend the tokens before it")
+            at = next(
+                (index for index, (a, b) in enumerate(zip(turn_prompt, stream, strict=False)) if a != b),
+                min(len(turn_prompt), len(stream)),
+            )
+            raise TokenMismatch(
+                f"turn {turn.index}'s prompt does not extend the tokens sampled before it (first difference at "
+                f"token {at} of {len(stream)})"
+            )
         glue = turn_prompt[len(stream) :]
         generated = list(turn.completion_token_ids or ())
         turn_logprobs = list(turn.completion_logprobs or ())
         if len(turn_logprobs) != len(generated):
-            turn_logprobs = [0.0] * len(generated)
+            turn_logprobs = [math.nan] * len(generated)  # unknown: no importance correction
         completion += glue + generated
         mask += [0] * len(glue) + [1] * len(generated)
         logprobs += [0.0] * len(glue) + turn_logprobs

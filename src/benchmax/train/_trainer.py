@@ -9,11 +9,14 @@ each step) through :mod:`benchmax.train.vllm`.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +27,21 @@ from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, load_env, o
 from benchmax.errors import BenchmaxError
 from benchmax.runner import RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
-from benchmax.train._plot import reward_curve
+from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
+from benchmax.train._groups import DEAD_GROUP_MODES
+from benchmax.train._grpo import trainer_class
+from benchmax.train._plot import component_curves, reward_curve
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
+from benchmax.train._report import StepReport, step_report
 from benchmax.train._rewards import component_reward
 from benchmax.train._rollouts import EventLoopThread, RolloutBridge
 from benchmax.train._vllm import VLLM_MODES, vllm_policy
 
 logger = logging.getLogger("benchmax.train")
 
-POLICY_URL = "inprocess://policy"
-"""The base URL the trainer's in-process policy is registered under."""
 CHECKPOINTS = "checkpoints"
 CURVE = "reward_curve.png"
+CURVES = "curves"
 METRICS = "metrics.jsonl"
 
 
@@ -79,6 +85,20 @@ class TrainConfig:
     vllm_url: str | None = None
     vllm_sampling: Mapping[str, Any] = field(default_factory=dict)
     """Extra vLLM sampling fields for every turn (``logit_bias``, ``repetition_penalty``...)."""
+    async_steps: int = 1
+    """Generate up to this many steps ahead of the trainer (0: synchronous). Rollouts are at
+    most this many updates stale; the importance weights correct for it."""
+    dead_groups: str = "drop"
+    """``drop``: groups whose siblings all score the same are not trained on, and the step is
+    refilled from further examples (up to ``max_refill``); ``keep``: train on them."""
+    max_refill: int | None = None
+    """Extra groups a step may draw to replace dead ones (default: 2 x ``prompts_per_step``)."""
+    train_layers: int | None = None
+    """Train only the top N transformer layers (and the final norm); ``None``: every weight."""
+    eval_group_size: int = 0
+    """Evaluate the held-out (``eval``) split before and after training with this many
+    rollouts per example (0: no eval), through the runner's eval path."""
+    eval_examples: int | None = None
 
     def __post_init__(self) -> None:
         if self.group_size < 2:
@@ -96,6 +116,21 @@ class TrainConfig:
             )
         if self.vllm_url and self.vllm != "server":
             raise TrainError("vllm_url is only used with vllm='server'")
+        if self.async_steps < 0:
+            raise TrainError(f"async_steps must be >= 0 (0: synchronous), got {self.async_steps}")
+        if self.dead_groups not in DEAD_GROUP_MODES:
+            raise TrainError(f"dead_groups must be 'drop' or 'keep', got {self.dead_groups!r}")
+        if self.max_refill is not None and self.max_refill < 0:
+            raise TrainError(f"max_refill must be >= 0, got {self.max_refill}")
+        if self.train_layers is not None and self.train_layers < 1:
+            raise TrainError(f"train_layers must be >= 1 (or unset: train every weight), got {self.train_layers}")
+        if self.eval_group_size < 0:
+            raise TrainError(f"eval_group_size must be >= 0 (0: no eval), got {self.eval_group_size}")
+        if self.async_steps and int(self.trl_args.get("num_iterations", 1)) != 1:
+            raise TrainError(
+                "async_steps needs num_iterations=1 (one optimisation pass per batch, the importance "
+                "weights are taken against the model at that pass); set async_steps=0 to use num_iterations"
+            )
 
     def to_meta(self) -> dict[str, Any]:
         data = asdict(self)
@@ -111,6 +146,12 @@ class TrainResult:
     log_history: tuple[Mapping[str, Any], ...]
     components: tuple[str, ...]
     curve: Path | None
+    curves: tuple[Path, ...] = ()
+    """One image per reward component, the dead-group share and the IS ratio / KL."""
+    eval_before: EvalSummary | None = None
+    eval_after: EvalSummary | None = None
+    train_seconds: float = 0.0
+    """Wall time of the training loop (model load, probe and eval excluded)."""
 
     def rewards(self) -> list[tuple[int, float]]:
         """``(step, mean reward)`` for every logged step."""
@@ -139,9 +180,14 @@ class TrainingSession:
     owns_env: bool = True
     probe_policy: TokenPolicy | None = None
     """The in-process policy that ran the probe group, when vLLM generates the rest."""
+    tokenizer: Any = None
+    base_dir: Path | None = None
+    reporter: Callable[[StepReport], None] | None = None
+    """Called with each step's report (the CLI prints a line); ``None``: logged at INFO."""
 
     def close(self) -> None:
         try:
+            self.loop.run(self.bridge.aclose_pipeline())
             self.loop.run(self.engine.aclose())
             if self.probe_policy is not None:
                 self.loop.run(self.probe_policy.aclose())
@@ -156,13 +202,20 @@ class TrainingSession:
                 self.run_session.abandon()
 
 
-def train(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overrides: Any) -> TrainResult:
+def train(
+    env: str | BaseEnv = "",
+    *,
+    config: TrainConfig | None = None,
+    reporter: Callable[[StepReport], None] | None = None,
+    **overrides: Any,
+) -> TrainResult:
     """Train a policy with GRPO on ``env`` (a spec string or an env instance).
 
     ``train("examples/format", model="embedded", max_steps=40)`` writes the run
-    store, checkpoints, ``metrics.jsonl`` and ``reward_curve.png`` into the run dir.
+    store, checkpoints, ``metrics.jsonl``, ``reward_curve.png`` and ``curves/``
+    into the run dir. ``reporter`` receives each step's :class:`StepReport`.
     """
-    session = build(env, config=config, **overrides)
+    session = build(env, config=config, reporter=reporter, **overrides)
     try:
         return run(session)
     finally:
@@ -172,25 +225,96 @@ def train(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
 def run(session: TrainingSession) -> TrainResult:
     checkpoints = session.run_dir / CHECKPOINTS
     resume = session.config.resume and any(checkpoints.glob("checkpoint-*"))
+    reporter = _StepCallback(session)
+    session.trainer.add_callback(reporter)
+    before = after = None
     if session.run_session is None:
-        session.trainer.train(resume_from_checkpoint=True if resume else None)
+        before = _evaluate(session)
+        seconds = _train(session, resume)
+        after = _evaluate(session)
     else:
         with session.run_session.lifecycle() as stored:
-            session.trainer.train(resume_from_checkpoint=True if resume else None)
-            stored.set_meta(steps=session.trainer.state.global_step)
+            before = _evaluate(session)
+            seconds = _train(session, resume)
+            after = _evaluate(session)
+            stored.set_meta(
+                steps=session.trainer.state.global_step,
+                train_seconds=seconds,
+                evals={
+                    summary.run_dir.name: {"step": step, "means": dict(summary.means), "rollouts": summary.rollouts}
+                    for step, summary in ((0, before), (session.trainer.state.global_step, after))
+                    if summary is not None
+                },
+            )
     history = tuple(session.trainer.state.log_history)
-    curve = _write_logs(session.run_dir, history, title=f"{session.config.env} · {session.config.model}")
+    title = f"{session.config.env} · {session.config.model}"
+    curve = _write_logs(session.run_dir, history, title=title)
+    curves = tuple(component_curves(history, session.run_dir / CURVES, title=title))
     return TrainResult(
         run_dir=session.run_dir,
         steps=int(session.trainer.state.global_step),
         log_history=history,
         components=session.components,
         curve=curve,
+        curves=curves,
+        eval_before=before,
+        eval_after=after,
+        train_seconds=seconds,
     )
 
 
-def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overrides: Any) -> TrainingSession:
-    """Load everything and construct TRL's ``GRPOTrainer`` without starting it."""
+def _train(session: TrainingSession, resume: bool) -> float:
+    """The training loop alone (no load, no eval); generation ahead of it stops with it."""
+    started = time.perf_counter()
+    try:
+        session.trainer.train(resume_from_checkpoint=True if resume else None)
+    finally:
+        session.loop.run(session.bridge.aclose_pipeline())
+    return time.perf_counter() - started
+
+
+def _evaluate(session: TrainingSession) -> EvalSummary | None:
+    """The held-out split through the runner's eval path, with the trainer's weights as they are now."""
+    config = session.config
+    if not config.eval_group_size:
+        return None
+    step = int(session.trainer.state.global_step)
+    run_dir = session.run_dir / f"eval-step{step}"
+    if (run_dir / "run.sqlite").exists():
+        logger.info("%s exists already (a resumed run); not evaluated again", run_dir)
+        return None
+    started = time.perf_counter()
+    summary = eval_policy(
+        session.env,
+        session.trainer.model,
+        session.tokenizer,
+        run_dir=run_dir,
+        split="eval",
+        group_size=config.eval_group_size,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        max_examples=config.eval_examples,
+        data_dir=session.base_dir,
+        name=config.model,
+        loop=session.loop,
+        batch_window=config.batch_window,
+    )
+    logger.info("eval at step %d: %s (%.0fs)", step, summary.line(), time.perf_counter() - started)
+    return summary
+
+
+def build(
+    env: str | BaseEnv = "",
+    *,
+    config: TrainConfig | None = None,
+    reporter: Callable[[StepReport], None] | None = None,
+    **overrides: Any,
+) -> TrainingSession:
+    """Load everything and construct TRL's ``GRPOTrainer`` without starting it.
+
+    ``reporter`` receives each step's :class:`StepReport` (the CLI prints one line).
+    """
     from dataclasses import replace
 
     config = replace(config or TrainConfig(), **overrides)
@@ -220,6 +344,8 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
             raise TrainError(f"{spec_name}: create_dataset('train') returned no examples")
         examples = {example.id: example for example in dataset}
         model, tokenizer = model_loading.load(config.model)
+        if config.train_layers is not None:
+            freeze_below(model, config.train_layers)
         policy = InProcessPolicy(
             model, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
         )
@@ -247,6 +373,12 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
             policy=policy,
             first_batch=first_batch,
             example_index={example.id: index for index, example in enumerate(dataset)},
+            weights=dict(config.weights),
+            drop_unscorable=config.drop_unscorable,
+            dead_groups=config.dead_groups,
+            max_refill=config.max_refill,
+            async_steps=config.async_steps,
+            seed=config.seed + first_batch,
         )
         components = _components(config, bridge, dataset)
         bridge.known_components = frozenset(components)
@@ -264,6 +396,21 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
             )
             engine.clients.register(POLICY_URL, policy)
             bridge.policy = policy
+            bridge.before_step = _vllm_sync(trainer, policy, asynchronous=config.async_steps > 0)
+        elif config.async_steps:
+            # generation runs from a copy of its own while the trainer updates the model
+            generator = copy.deepcopy(model)
+            generator.requires_grad_(False)
+            loop.run(policy.aclose())
+            policy.close()
+            policy = InProcessPolicy(
+                generator, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
+            )
+            engine.clients.register(POLICY_URL, policy)
+            bridge.policy = policy
+            bridge.before_step = partial(_stage, policy)
+        else:
+            bridge.before_step = partial(_set_version, policy)
     except BaseException as exc:
         loop.close()
         if policy is not None:
@@ -284,7 +431,63 @@ def build(env: str | BaseEnv = "", *, config: TrainConfig | None = None, **overr
         components,
         owns_env,
         probe_policy=probe_policy,
+        tokenizer=tokenizer,
+        base_dir=base_dir,
+        reporter=reporter,
     )
+
+
+def freeze_below(model: Any, layers: int) -> None:
+    """Train only the top ``layers`` decoder layers and the final norm.
+
+    Backward then stops at the lowest trained layer: on a CPU the step costs
+    about a forward pass plus ``layers / total`` of a backward one. With tied
+    embeddings (SmolLM2) the LM head stays frozen with them.
+    """
+    blocks = getattr(getattr(model, "model", None), "layers", None)
+    if blocks is None or not hasattr(blocks, "__len__"):
+        raise TrainError(f"train_layers needs a decoder with model.model.layers; {type(model).__name__} has none")
+    if layers > len(blocks):
+        raise TrainError(f"train_layers={layers}, but the model has {len(blocks)} layers")
+    model.requires_grad_(False)
+    for block in list(blocks)[len(blocks) - layers :]:
+        block.requires_grad_(True)
+    norm = getattr(model.model, "norm", None)
+    if norm is not None:
+        norm.requires_grad_(True)
+
+
+def _set_version(policy: TokenPolicy, trainer: Any, step: int) -> None:
+    """Synchronous: the policy is the trainer's model, at this step's weights."""
+    policy.version = step
+
+
+def _stage(policy: InProcessPolicy, trainer: Any, step: int) -> None:
+    """Async: hand the generation copy the weights of this step; batches from now on use them."""
+    policy.stage_weights(trainer.model, step)
+
+
+def _vllm_sync(trainer: Any, policy: TokenPolicy, *, asynchronous: bool) -> Callable[[Any, int], None]:
+    """vLLM: TRL pushes the weights before each ``rollout_func`` call. With async
+    generation turns may be running then, so the push waits for them to finish
+    and holds new ones (the colocated ``LLM`` takes no weights mid-``generate``;
+    a server turn is then generated by one version, the one it records)."""
+    generation = trainer.vllm_generation
+    between_turns = getattr(policy, "between_turns", None)
+    if between_turns is not None:
+        push = generation.sync_weights
+
+        def sync_weights() -> None:
+            with between_turns() if asynchronous else contextlib.nullcontext():
+                push()
+                policy.version = int(trainer.state.global_step)
+
+        generation.sync_weights = sync_weights
+
+    def before_step(trainer: Any, step: int) -> None:
+        policy.version = step
+
+    return before_step
 
 
 def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, Path]:
@@ -360,7 +563,8 @@ def _trainer(
     # TRL imports weave when it is installed, and weave reports errors to Sentry over the network.
     os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
     from datasets import Dataset as ArrowDataset
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import PrinterCallback
+    from trl import GRPOConfig
 
     batch = config.prompts_per_step * config.group_size
     arguments: dict[str, Any] = {
@@ -385,6 +589,9 @@ def _trainer(
         "seed": config.seed,
         "dataloader_num_workers": 0,
         "disable_tqdm": True,
+        # TRL turns it on by default; it trades compute for memory a CPU run has plenty of,
+        # and it makes backward run through frozen layers (train_layers)
+        "gradient_checkpointing": False,
     }
     if config.vllm is not None:
         arguments.update(use_vllm=True, vllm_mode=config.vllm)
@@ -393,8 +600,12 @@ def _trainer(
         else:
             # the default (0.9) leaves the trainer no room on a shared GPU
             arguments["vllm_gpu_memory_utilization"] = 0.3
+    if config.vllm is None or config.async_steps:
+        # in-process or stale rollouts: truncated per-token importance weights (TIS); TRL's
+        # default for vLLM (sequence_mask) drops a whole sequence once its ratio passes the cap
+        arguments["vllm_importance_sampling_mode"] = "token_truncate"
     arguments.update(config.trl_args)
-    trainer = GRPOTrainer(
+    trainer = trainer_class()(
         model=model,
         reward_funcs=[component_reward(name, drop_unscorable=config.drop_unscorable) for name in components],
         args=GRPOConfig(**arguments),
@@ -403,6 +614,9 @@ def _trainer(
         rollout_func=bridge,
         callbacks=[_RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
     )
+    trainer.benchmax_correct = int(arguments.get("num_iterations", 1)) == 1
+    # benchmax reports each step itself (a line per step, metrics.jsonl, the run store)
+    trainer.remove_callback(PrinterCallback)
     return trainer
 
 
@@ -461,14 +675,54 @@ class _RunLogCallback(_callback_base()):  # type: ignore[misc]
             control.should_save = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-        if logs and "reward" in logs:
-            logger.info(
-                "step %d: reward %.3f (%.0fs)", state.global_step, logs["reward"], time.perf_counter() - self.started
-            )
         _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=False)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=True)
+
+
+class _StepCallback(_callback_base()):  # type: ignore[misc]
+    """At each step's log: the step's figures into the run store and one line for a person.
+
+    The run store's ``steps`` row holds every figure TRL and the bridge logged
+    for the step (rewards per component, dead groups, IS ratio, KL, staleness,
+    timings) plus the rollouts the token check flagged, under the step number
+    the step's rollouts carry.
+    """
+
+    def __init__(self, session: TrainingSession) -> None:
+        self.session = session
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        if not logs or "reward" not in logs:
+            return
+        trained = int(state.global_step)
+        step = trained - 1  # the rollouts of the step that led to this update
+        batch = self.session.bridge.history.pop(step, None)
+        for old in [key for key in self.session.bridge.history if key < step]:
+            del self.session.bridge.history[old]
+        metrics: dict[str, Any] = {key: value for key, value in logs.items() if _plain_number(value)}
+        metrics["trainer_step"] = trained
+        if batch is not None:
+            metrics["mismatched_rollouts"] = [
+                {"rollout_id": check.rollout_id, "detail": check.detail}
+                for check in batch.checks
+                if check.status == "mismatch"
+            ]
+        if self.session.run_session is not None:
+            try:
+                self.session.run_session.record_step(step, metrics)
+            except Exception:
+                logger.exception("recording step %d in the run store failed", step)
+        report = step_report(trained, int(args.max_steps or 0) or None, logs, self.session.components)
+        if self.session.reporter is not None:
+            self.session.reporter(report)
+        else:
+            logger.info("%s", report.line())
+
+
+def _plain_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)) or isinstance(value, str)
 
 
 def _write_logs_quiet(run_dir: Path, history: Sequence[Mapping[str, Any]], title: str, *, plot: bool) -> None:

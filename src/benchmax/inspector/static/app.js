@@ -205,6 +205,7 @@
   const FILTERS = {
     in: (f, value) => { const wanted = [].concat(value).filter(given); return (row) => wanted.includes(row[f.field]); },
     eq: (f, value) => (row) => row[f.field] === value,
+    number: (f, value) => (row) => row[f.field] === Number(value),
     flag: (f, value) => (value === '1' || value === '0' ? (row) => Boolean(row[f.field]) === ((value === '1') === f.true_means) : null),
     component_range: (f, value, params) => (row) => {
       const entry = (row.rewards || {})[value];
@@ -256,6 +257,7 @@
     overview: (run) => (STATIC ? BOOT.data.overview : api(`/runs/${enc(run)}/overview`)),
     distributions: (run) => (STATIC ? BOOT.data.overview.distributions : api(`/runs/${enc(run)}/distributions`)),
     progress: (run) => api(`/runs/${enc(run)}/progress`),
+    steps: (run) => (STATIC ? { steps: BOOT.data.steps || [] } : api(`/runs/${enc(run)}/steps`)),
     rollouts: (run, params) => (STATIC ? specPage('rollouts', BOOT.data.rollouts, params) : api(`/runs/${enc(run)}/rollouts`, params)),
     examples: (run, params) => (STATIC ? specPage('examples', BOOT.data.examples, params) : api(`/runs/${enc(run)}/examples`, params)),
     groups: (run, params) => (STATIC ? specPage('groups', BOOT.data.groups, params) : api(`/runs/${enc(run)}/groups`, params)),
@@ -373,6 +375,26 @@
       chart.append(svg('text', { x: width, y: top + height + 13, class: 'axis', 'text-anchor': 'end' }, fmt(bars[bars.length - 1].high)));
     }
     return h('figure', { class: 'card chart' }, h('figcaption', { text: title }), bars.length ? chart : h('p', { class: 'muted', text: 'no values yet' }));
+  }
+
+  function lineChart(title, points) {
+    const kept = points.filter(([, y]) => y !== null && Number.isFinite(y));
+    const width = 260;
+    const height = 84;
+    const chart = svg('svg', { viewBox: `0 0 ${width} ${height + 16}`, class: 'hist', role: 'img', 'aria-label': title });
+    if (kept.length) {
+      const xs = kept.map(([x]) => x);
+      const ys = kept.map(([, y]) => y);
+      const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+      const [y0, y1] = [Math.min(0, ...ys), Math.max(1e-9, ...ys)];
+      const px = (x) => (x1 === x0 ? width / 2 : ((x - x0) / (x1 - x0)) * (width - 4) + 2);
+      const py = (y) => height - ((y - y0) / (y1 - y0)) * (height - 4) - 2;
+      chart.append(svg('polyline', { points: kept.map(([x, y]) => `${px(x)},${py(y)}`).join(' '), fill: 'none', stroke: 'currentColor', 'stroke-width': 1.5, class: 'bar' }));
+      for (const [x, y] of kept) chart.append(svg('circle', { cx: px(x), cy: py(y), r: 1.8, class: 'bar' }, svg('title', {}, `step ${x}: ${fmt(y)}`)));
+      chart.append(svg('text', { x: 0, y: height + 13, class: 'axis' }, `step ${x0}`));
+      chart.append(svg('text', { x: width, y: height + 13, class: 'axis', 'text-anchor': 'end' }, `step ${x1} · ${fmt(y0)}–${fmt(y1)}`));
+    }
+    return h('figure', { class: 'card chart' }, h('figcaption', { text: title }), kept.length ? chart : h('p', { class: 'muted', text: 'no values yet' }));
   }
 
   function statCard(label, value, sub, onClick) {
@@ -555,7 +577,7 @@
     examples: { sort: 'idx', desc: '0', limit: '50' },
     groups: { sort: 'order', desc: '0', limit: '50' },
   };
-  const FILTER_KEYS = ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal'];
+  const FILTER_KEYS = ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal', 'step'];
   let poller = null;
 
   async function runView(r) {
@@ -563,6 +585,7 @@
     const state = { tab: 'rollouts', offset: '0', ...r.params };
     crumbs(['runs', link.runs()], [run, null]);
     let overview = await data.overview(run);
+    if (!r.params.tab && (overview.meta || {}).kind === 'train') state.tab = 'training';
     const cards = h('div', { class: 'cards' });
     const charts = h('div', { class: 'charts' });
     const tabArea = h('div', { class: 'tab-area' });
@@ -700,7 +723,8 @@
 
     function drawTabs() {
       clear(tabs);
-      for (const [key, label] of [['rollouts', 'Rollouts'], ['examples', 'Examples'], ['groups', 'Groups'], ['config', 'Config']]) {
+      const training = (overview.meta || {}).kind === 'train' ? [['training', 'Training']] : [];
+      for (const [key, label] of [...training, ['rollouts', 'Rollouts'], ['examples', 'Examples'], ['groups', 'Groups'], ['config', 'Config']]) {
         tabs.append(h('button', { type: 'button', role: 'tab', 'aria-selected': state.tab === key ? 'true' : 'false', class: state.tab === key ? 'active' : null, text: label,
           onclick: () => { const keep = { tab: key, offset: '0' }; for (const k of [...FILTER_KEYS, 'sort', 'desc']) keep[k] = ''; update(keep); drawTabs(); } }));
       }
@@ -716,7 +740,7 @@
       tabArea.setAttribute('aria-busy', 'true');
       let node;
       try {
-        node = await { rollouts: rolloutsTab, examples: examplesTab, groups: groupsTab, config: configTab }[state.tab]?.() || h('p', { text: 'unknown tab' });
+        node = await { training: trainingTab, rollouts: rolloutsTab, examples: examplesTab, groups: groupsTab, config: configTab }[state.tab]?.() || h('p', { text: 'unknown tab' });
       } catch (error) {
         node = failure(error);
       }
@@ -742,7 +766,7 @@
     }
 
     async function rolloutsTab() {
-      const params = tableParams('rollouts', ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed']);
+      const params = tableParams('rollouts', ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'step']);
       const page = await data.rollouts(run, params);
       const names = Object.keys(overview.components);
       const filters = h('form', { class: 'filters', onsubmit: (event) => event.preventDefault() });
@@ -758,7 +782,8 @@
       const example = h('input', { type: 'text', name: 'example', placeholder: 'example id', value: state.example || '', 'aria-label': 'example id', onchange: (e) => update({ example: e.target.value.trim(), offset: '0' }) });
       const inTranscript = h('label', { class: 'check', title: 'also search every message (slower on big runs)' }, h('input', { type: 'checkbox', name: 'transcript', checked: state.transcript === '1', disabled: STATIC, onchange: (e) => update({ transcript: e.target.checked ? '1' : '', offset: '0' }) }), ' whole transcript');
       const reset = h('button', { type: 'button', text: 'clear filters', onclick: () => { const blank = { offset: '0' }; for (const key of FILTER_KEYS) blank[key] = ''; update(blank); } });
-      filters.append(reasonSelect, failedSelect, compSelect, numberInput('cmin', 'min'), numberInput('cmax', 'max'), example, search, inTranscript, reset);
+      const stepInput = h('input', { type: 'number', min: '0', step: '1', name: 'step', placeholder: 'step', value: state.step || '', class: 'short', 'aria-label': 'training step', onchange: (e) => update({ step: e.target.value, offset: '0' }) });
+      filters.append(reasonSelect, failedSelect, compSelect, numberInput('cmin', 'min'), numberInput('cmax', 'max'), example, stepInput, search, inTranscript, reset);
       const tstate = { sort: params.sort, desc: params.desc === '1' };
       const columns = [
         { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
@@ -779,6 +804,36 @@
       return h('div', {}, filters,
         h('div', { class: 'scroll' }, table(columns, page.rows, tstate, sorter(TABLE_DEFAULTS.rollouts), (row) => (row.scored ? null : 'failed-row'))),
         h('div', { class: 'table-foot' }, pager(page, (offset) => update({ offset: String(offset) })), limitSelect));
+    }
+
+    async function trainingTab() {
+      // a training run's steps: rewards per component, dead groups, IS ratio, KL; each step links to its rollouts
+      const body = await data.steps(run);
+      const steps = body.steps || [];
+      if (!steps.length) return h('p', { class: 'muted', text: 'No training step recorded yet.' });
+      const names = Object.keys(overview.components);
+      const value = (row, key) => (typeof row.metrics[key] === 'number' ? row.metrics[key] : null);
+      const series = [
+        ...names.map((name) => ({ label: name, key: `generated/${name}` })),
+        { label: 'dead-group share', key: 'groups/dead_share' },
+      ];
+      const charts = h('div', { class: 'charts' }, series.map((item) => lineChart(item.label, steps.map((row) => [row.step, value(row, item.key)]))));
+      const ratio = (row) => (value(row, 'is_ratio/mean') === null ? '—' : `${fmt(value(row, 'is_ratio/mean'))} (${fmt(value(row, 'is_ratio/min'))}–${fmt(value(row, 'is_ratio/max'))})`);
+      const kl = (row) => (value(row, 'kl') !== null ? value(row, 'kl') : value(row, 'kl/sampler'));
+      const columns = [
+        { label: 'step', num: true, render: (row) => h('a', { href: `?tab=rollouts&step=${row.step}`, text: fmt(row.step), title: 'this step\u2019s rollouts',
+          onclick: (event) => { event.preventDefault(); update({ tab: 'rollouts', step: String(row.step), offset: '0' }); } }) },
+        { label: 'reward (trained)', num: true, render: (row) => fmt(value(row, 'reward')) },
+        ...names.map((name) => ({ label: name, num: true, title: 'mean over every rollout the step generated', render: (row) => fmt(value(row, `generated/${name}`)) })),
+        { label: 'dead groups', num: true, render: (row) => (value(row, 'groups/drawn') === null ? '—' : `${fmt(value(row, 'groups/dead'))} / ${fmt(value(row, 'groups/drawn'))}`) },
+        { label: 'IS ratio', num: true, render: ratio },
+        { label: 'KL', num: true, title: 'KL to the reference (beta > 0), else KL(sampler || policy)', render: (row) => (kl(row) === null ? '—' : kl(row).toExponential(2)) },
+        { label: 'stale', num: true, title: 'most steps a rollout\u2019s policy lagged the trainer', render: (row) => fmt(value(row, 'policy/staleness_max')) },
+        { label: 'seconds', num: true, render: (row) => secs(value(row, 'step_time')) },
+        { label: 'token check', render: (row) => ((row.metrics.mismatched_rollouts || []).length
+          ? badge(`${row.metrics.mismatched_rollouts.length} mismatched`, 'bad') : h('span', { class: 'muted', text: 'ok' })) },
+      ];
+      return h('div', {}, charts, h('div', { class: 'scroll' }, table(columns, steps, null, null)));
     }
 
     async function examplesTab() {

@@ -1,0 +1,247 @@
+"""benchmax train beside TRL's own GRPOTrainer: same task, model and hyper-parameters (prints figures).
+
+Both sides train the embedded SmolLM2-135M on ``examples/format`` (single
+turn) for ``--steps`` GRPO steps with the same group size, prompts per step,
+token limit, temperature, learning rate, loss, seed and thread count:
+
+- ``trl``: ``GRPOTrainer`` with its default generation (transformers
+  ``generate`` inside TRL, no ``rollout_func``); the env's ``compute_reward``
+  scores each completion through ``benchmax.train.adapters.VerlRewardAdapter``,
+  one TRL reward function per component;
+- ``benchmax``: ``benchmax.train.train`` with its defaults (the engine runs
+  every rollout, async generation one step ahead, dead groups dropped);
+- ``benchmax-sync``: the same with ``async_steps=0, dead_groups=keep`` (what
+  differs is then only the rollout path).
+
+Each side runs in a fresh process, the sides alternate (the order flips per
+repeat) so drift in machine load hits all of them, and each final model is
+evaluated on the held-out split through the same eval path
+(``benchmax.train.eval_policy``). Steps per minute count the training loop
+only (model load and eval excluded)::
+
+    nice -n 10 python bench/train_vs_trl.py --steps 20 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = str(ROOT / "examples" / "format")
+SIDES = ("trl", "benchmax", "benchmax-sync")
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "group_size": args.group_size,
+        "prompts_per_step": args.prompts,
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "learning_rate": args.learning_rate,
+        "seed": 0,
+    }
+
+
+def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    import asyncio
+
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from benchmax.envs import load_env
+    from benchmax.train import eval_policy, load_policy_model
+    from benchmax.train.adapters import VerlRewardAdapter
+
+    env, base_dir = load_env(ENV, {})
+    examples = asyncio.run(env.create_dataset("train", base_dir))
+    rows = [dict(example.payload) for example in examples]
+    dataset = Dataset.from_dict(
+        {"prompt": [row["prompt_messages"] for row in rows], "payload": [json.dumps(row) for row in rows]}
+    )
+    scorer = VerlRewardAdapter(env)
+
+    def component(name: str) -> Any:
+        def reward(completions: list[Any], payload: list[str], **_: Any) -> list[float]:
+            values = []
+            for completion, raw in zip(completions, payload, strict=True):
+                text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
+                scored = scorer("trl", text, None, {"payload": json.loads(raw)})
+                values.append(float(scored.get(name, 0.0)))
+            return values
+
+        reward.__name__ = name
+        return reward
+
+    model, tokenizer = load_policy_model("embedded")
+    config = settings(args)
+    batch = config["prompts_per_step"] * config["group_size"]
+
+    class Clock(TrainerCallback):
+        def on_train_begin(self, *a: Any, **k: Any) -> None:
+            self.started = time.perf_counter()
+
+        def on_train_end(self, *a: Any, **k: Any) -> None:
+            self.ended = time.perf_counter()
+
+    clock = Clock()
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[component(name) for name in args.components],
+        args=GRPOConfig(
+            output_dir=str(out / "checkpoints"),
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=1,
+            steps_per_generation=1,
+            num_generations=config["group_size"],
+            max_completion_length=config["max_tokens"],
+            temperature=config["temperature"],
+            top_p=1.0,
+            top_k=0,
+            learning_rate=config["learning_rate"],
+            beta=0.0,
+            max_steps=args.steps,
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            bf16=False,
+            seed=0,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+            gradient_checkpointing=False,
+        ),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[clock],
+    )
+    torch.manual_seed(0)
+    trainer.train()
+    history = [entry for entry in trainer.state.log_history if "reward" in entry]
+    summary = eval_policy(
+        ENV,
+        trainer.model,
+        tokenizer,
+        run_dir=out / "eval",
+        group_size=args.eval_group_size,
+        temperature=config["temperature"],
+        max_tokens=config["max_tokens"],
+    )
+    return {
+        "seconds": clock.ended - clock.started,
+        "steps": int(trainer.state.global_step),
+        "rewards": [entry["reward"] for entry in history],
+        "eval": dict(summary.means),
+    }
+
+
+def run_benchmax(args: argparse.Namespace, out: Path, *, sync: bool) -> dict[str, Any]:
+    from benchmax.store import Run
+    from benchmax.train import train
+
+    options = dict(settings(args))
+    if sync:
+        options.update(async_steps=0, dead_groups="keep")
+    result = train(
+        ENV,
+        model="embedded",
+        run_dir=out / "run",
+        max_steps=args.steps,
+        save_steps=10_000,
+        threads=args.threads,
+        weights={name: 1.0 for name in args.components},
+        eval_group_size=args.eval_group_size,
+        **options,
+    )
+    with Run(result.run_dir) as run:
+        steps = run.steps()
+    assert result.eval_after is not None and result.eval_before is not None
+    return {
+        "seconds": result.train_seconds,
+        "steps": result.steps,
+        "rewards": [float(metrics.get("generated/reward", metrics.get("reward", 0.0))) for _, _, metrics in steps],
+        "eval": dict(result.eval_after.means),
+        "eval_before": dict(result.eval_before.means),
+    }
+
+
+def worker(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sync = args.side == "benchmax-sync"
+    figures = run_trl(args, out) if args.side == "trl" else run_benchmax(args, out, sync=sync)
+    figures["load"] = os.getloadavg()[0]
+    (out / "figures.json").write_text(json.dumps(figures))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--eval-group-size", type=int, default=4)
+    parser.add_argument("--components", nargs="+", default=["correct", "brevity"])
+    parser.add_argument("--sides", nargs="+", default=list(SIDES), choices=SIDES)
+    parser.add_argument("--out", default="/tmp/benchmax-train-vs-trl")
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        worker(args)
+        return
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in args.sides}
+    for repeat in range(args.repeats):
+        order = args.sides if repeat % 2 == 0 else list(reversed(args.sides))
+        for side in order:
+            out = Path(args.out) / f"{side}-{repeat}"
+            command = [sys.executable, __file__, "--side", side, "--out", str(out)]
+            for flag in ("steps", "group_size", "prompts", "max_tokens", "temperature", "learning_rate", "threads",
+                         "eval_group_size"):  # fmt: skip
+                command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+            command += ["--components", *args.components]
+            started = os.getloadavg()[0]
+            print(f"[{side} #{repeat}] load {started:.2f}", flush=True)
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            figures = json.loads((out / "figures.json").read_text())
+            figures["load_start"] = started
+            results[side].append(figures)
+    print()
+    print(f"{args.steps} steps, group {args.group_size} x {args.prompts} prompts, {args.max_tokens} tokens, "
+          f"T={args.temperature}, lr {args.learning_rate}, {args.threads} threads")  # fmt: skip
+    names = ", ".join(args.components)
+    print(f"| side | steps/min | reward, first 5 steps | reward, last 5 steps | eval after ({names}) | load |")
+    print("|---|---:|---:|---:|---|---|")
+    for side, runs in results.items():
+        for figures in runs:
+            rewards = figures["rewards"]
+            rate = 60 * figures["steps"] / figures["seconds"]
+            head = sum(rewards[:5]) / max(1, len(rewards[:5]))
+            tail = sum(rewards[-5:]) / max(1, len(rewards[-5:]))
+            evals = ", ".join(f"{figures['eval'].get(name, float('nan')):.3f}" for name in args.components)
+            print(f"| {side} | {rate:.2f} | {head:.3f} | {tail:.3f} | {evals} | "
+                  f"{figures['load_start']:.1f}-{figures['load']:.1f} |")  # fmt: skip
+    if "trl" in results and "benchmax" in results:
+        rate = {side: [60 * f["steps"] / f["seconds"] for f in runs] for side, runs in results.items()}
+        for side in results:
+            if side != "trl":
+                ratios = [ours / theirs for ours, theirs in zip(rate[side], rate["trl"], strict=False)]
+                print(f"{side} / trl steps per minute: " + ", ".join(f"{ratio:.2f}x" for ratio in ratios))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Evaluating a policy (the base model, a checkpoint, the model being trained) like any model.
+
+A trained checkpoint is only worth what ``benchmax eval`` says of it, so it is
+evaluated through the runner's own ``arun``: same engine, same run store, same
+summary as an HTTP model. The policy is an :class:`InProcessPolicy` registered
+as the model client of :data:`POLICY_URL` in a pool of its own, so training and
+evaluation render prompts, parse tool calls and sample exactly alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmax.client import ClientPool
+from benchmax.envs import BaseEnv, DatasetSplit, SamplingParams
+from benchmax.runner import RunConfig, RunResult, arun
+from benchmax.train._policy import InProcessPolicy
+from benchmax.train._rollouts import EventLoopThread
+
+POLICY_URL = "inprocess://policy"
+"""The base URL an in-process policy is registered under."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSummary:
+    """One eval run of a policy: where it is stored and its mean per component."""
+
+    run_dir: Path
+    rollouts: int
+    means: Mapping[str, float]
+    reasons: Mapping[str, int]
+
+    @classmethod
+    def of(cls, result: RunResult) -> EvalSummary:
+        stats = result.stats
+        return cls(
+            result.run_dir,
+            stats.rollouts,
+            {name: component.mean for name, component in sorted(stats.components.items())},
+            dict(stats.reasons),
+        )
+
+    def line(self) -> str:
+        parts = ", ".join(f"{name} {mean:.3f}" for name, mean in self.means.items()) or "no rewards"
+        return f"{parts} ({self.rollouts} rollouts)"
+
+
+def eval_policy(
+    env: str | BaseEnv,
+    model: Any,
+    tokenizer: Any,
+    *,
+    run_dir: Path,
+    split: DatasetSplit = "eval",
+    group_size: int = 8,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_tokens: int = 64,
+    max_examples: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    data_dir: Path | None = None,
+    name: str = "policy",
+    loop: EventLoopThread | None = None,
+    batch_window: float = 0.005,
+) -> EvalSummary:
+    """Evaluate ``model`` (a transformers model, its weights as they are now) on ``split``.
+
+    ``env`` is a spec string (loaded by the runner) or an env instance (the
+    caller owns it). Every rollout lands in ``run_dir``'s store as an ``eval`` run.
+    """
+    policy = InProcessPolicy(model, tokenizer, default_max_tokens=max_tokens, batch_window=batch_window)
+    clients = ClientPool()
+    clients.register(POLICY_URL, policy)
+    spec = env if isinstance(env, str) else f"{type(env).__module__}:{type(env).__qualname__}"
+    config = RunConfig(
+        env=spec,
+        env_kwargs=dict(env_kwargs or {}),
+        data_dir=data_dir,
+        split=split,
+        max_examples=max_examples,
+        group_size=group_size,
+        concurrency=max(group_size, 256),
+        model=name,
+        base_url=POLICY_URL,
+        sampling=SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
+        run_dir=Path(run_dir),
+    )
+    instance = None if isinstance(env, str) else env
+    own_loop = loop is None
+    runner = loop or EventLoopThread()
+    try:
+        result = runner.run(arun(config, env=instance, clients=clients))
+    finally:
+        if own_loop:
+            runner.close()
+        policy.close()
+    return EvalSummary.of(result)

@@ -1,0 +1,105 @@
+"""One training step as a person reads it: rewards per component, dead groups, IS ratio, KL, time.
+
+TRL logs a dict of some forty figures per step; the line printed here holds
+what says whether RL is working. Every figure also stays in ``metrics.jsonl``
+and in the run store (``RunSession.record_step``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class StepReport:
+    """The figures of one optimisation step.
+
+    ``components`` are the mean of every rollout the step generated (dropped
+    dead groups included: how the policy does), ``None`` for a component the
+    step has no value of (its column stays, so the rows stay aligned under one
+    header); ``reward`` is the weighted mean of the rollouts trained on (TRL's
+    ``reward``).
+    """
+
+    step: int
+    max_steps: int | None
+    reward: float | None
+    components: Mapping[str, float | None] = field(default_factory=dict)
+    dead: int | None = None
+    drawn: int | None = None
+    is_mean: float | None = None
+    is_min: float | None = None
+    is_max: float | None = None
+    kl: float | None = None
+    kl_name: str = "kl/sampler"
+    staleness: float | None = None
+    mismatches: int = 0
+    seconds: float | None = None
+
+    def cells(self) -> dict[str, str]:
+        """Column name -> text, in display order."""
+        cells = {"step": f"{self.step}" + (f"/{self.max_steps}" if self.max_steps else "")}
+        cells["reward"] = _number(self.reward)
+        for name, value in self.components.items():
+            cells[name] = _number(value)
+        cells["dead"] = f"{self.dead}/{self.drawn}" if self.dead is not None and self.drawn else "-"
+        if self.is_mean is None:
+            cells["IS ratio"] = "-"
+        else:
+            cells["IS ratio"] = f"{self.is_mean:.3f} ({_number(self.is_min)}-{_number(self.is_max)})"
+        cells["KL" if self.kl_name == "kl" else "KL(sampler)"] = "-" if self.kl is None else f"{self.kl:.2e}"
+        cells["stale"] = "-" if self.staleness is None else f"{self.staleness:g}"
+        if self.mismatches:
+            cells["tokens"] = f"{self.mismatches} mismatched"
+        cells["seconds"] = "-" if self.seconds is None else f"{self.seconds:.1f}"
+        return cells
+
+    def line(self) -> str:
+        return "  ".join(f"{name} {value}" for name, value in self.cells().items())
+
+
+def step_report(
+    step: int, max_steps: int | None, logs: Mapping[str, Any], components: Sequence[str]
+) -> StepReport:
+    """Build the report from the step's merged log (TRL's figures plus the bridge's)."""
+
+    def value(name: str) -> float | None:
+        raw = logs.get(name)
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            return None
+        return number if math.isfinite(number) else None
+
+    means: dict[str, float | None] = {}
+    for name in components:
+        mean = value(f"generated/{name}")
+        means[name] = mean if mean is not None else value(f"rewards/{name}/mean")
+    dead = value("groups/dead")
+    drawn = value("groups/drawn")
+    kl, kl_name = value("kl"), "kl"
+    if kl is None:
+        kl, kl_name = value("kl/sampler"), "kl/sampler"
+    return StepReport(
+        step=step,
+        max_steps=max_steps,
+        reward=value("reward"),
+        components=means,
+        dead=None if dead is None else int(dead),
+        drawn=None if drawn is None else int(drawn),
+        is_mean=value("is_ratio/mean"),
+        is_min=value("is_ratio/min"),
+        is_max=value("is_ratio/max"),
+        kl=kl,
+        kl_name=kl_name,
+        staleness=value("policy/staleness_max"),
+        mismatches=int(value("tokens/mismatch") or 0),
+        seconds=value("step_time"),
+    )
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
