@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 
 import aiohttp
-
-from conftest import events, mixed_rows, wait_until
+from serve_support import events, mixed_rows, wait_until
 
 
 async def _send(socket, kind, data=None):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 import httpx
+from serve_support import events, mixed_rows
 
 from benchmax.envs import wire
-from conftest import events, mixed_rows
 
 
 def _example(server, index=0):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from runkit import run_cli
+from serve_support import ENV_SPEC, events, mixed_rows, scripted, write_rows
 
 from benchmax.store import open_run
-from conftest import ENV_SPEC, events, mixed_rows, scripted, write_rows
 
 GROUP = 2
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from runkit import run_cli
+from serve_support import mixed_rows
 
 from benchmax.envs import EnvSpec, EnvSpecError, RemoteEnv, implements
 from benchmax.testing import ScriptedServer, free_port
-from conftest import mixed_rows
 
 
 def test_the_proxy_takes_the_served_envs_limits_and_scoring_hooks(serve_env):

@@ -12,10 +12,10 @@ import signal
 import urllib.request
 
 from runkit import run_cli, start_cli
+from serve_support import events, scripted, wait_until
 
 from benchmax.envs import canonical_example_id
 from benchmax.store import open_run
-from conftest import events, scripted, wait_until
 
 GROUP = 2
 

@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from benchmax.envs import LogEntry
+from benchmax.envs.logging import attach_to_root
 
 _SINK: ContextVar[LogSink | None] = ContextVar("benchmax_log_sink", default=None)
 
@@ -97,21 +98,8 @@ _handler = _RolloutLogHandler(_SINK)
 
 
 def install(level: int = logging.INFO) -> None:
-    """Attach the capturing handler to the root logger (idempotent).
-
-    The root logger's level is lowered to ``level`` when it is higher, or INFO
-    records from env code would be dropped before any handler saw them; handlers
-    already there keep showing only what they showed before.
-    """
-    root = logging.getLogger()
-    if _handler not in root.handlers:
-        root.addHandler(_handler)
-    previous = root.getEffectiveLevel()
-    if previous > level:
-        root.setLevel(level)
-        for existing in root.handlers:
-            if existing is not _handler and existing.level == logging.NOTSET:
-                existing.setLevel(previous)
+    """Attach the capturing handler to the root logger (idempotent), letting ``level`` through."""
+    attach_to_root(_handler, level)
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from benchmax.envs import (
     Tool,
     ToolError,
     content_text,
+    is_content_part,
     tool_message,
 )
 
@@ -64,9 +65,7 @@ def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
             raise EnvDefinitionError(f"{where}: missing the 'function' object")
         name = function.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
-            raise EnvDefinitionError(
-                f"{where}: function.name must match [A-Za-z0-9_.-]{{1,64}}, got {name!r}"
-            )
+            raise EnvDefinitionError(f"{where}: function.name must match [A-Za-z0-9_.-]{{1,64}}, got {name!r}")
         where = f"{where} ({name!r})"
         if name in by_name:
             raise EnvDefinitionError(f"{where}: duplicate tool name")
@@ -85,9 +84,7 @@ def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
                     f"{where}: invalid JSON Schema in function.parameters at {path}: {exc.message}"
                 ) from None
             if parameters.get("type", "object") != "object":
-                raise EnvDefinitionError(
-                    f"{where}: function.parameters must describe an object (type: object)"
-                )
+                raise EnvDefinitionError(f"{where}: function.parameters must describe an object (type: object)")
         try:
             orjson.dumps(tool)
         except TypeError as exc:
@@ -192,7 +189,7 @@ def serialise_result(result: object, max_chars: int) -> str | list[Any]:
         return ""
     if isinstance(result, str):
         return truncate(result, max_chars)
-    if isinstance(result, list | tuple) and result and all(_is_content_part(part) for part in result):
+    if isinstance(result, list | tuple) and result and all(is_content_part(part) for part in result):
         return [
             {**part, "text": truncate(part["text"], max_chars)} if part.get("type") == "text" else dict(part)
             for part in result
@@ -205,14 +202,6 @@ def serialise_result(result: object, max_chars: int) -> str | list[Any]:
         except Exception as exc:
             text = f"<{type(result).__name__} result that cannot be shown: {type(exc).__name__}: {exc}>"
     return truncate(text, max_chars)
-
-
-def _is_content_part(part: object) -> bool:
-    if not isinstance(part, Mapping):
-        return False
-    if part.get("type") == "text":
-        return isinstance(part.get("text"), str)
-    return part.get("type") == "image_url" and isinstance(part.get("image_url"), Mapping)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from benchmax.envs._messages import (
     check_prompt_messages,
     completion_text,
     content_text,
+    is_content_part,
     tool_error_ids,
     tool_message,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "example_location",
     "implements",
     "installed_envs",
+    "is_content_part",
     "is_remote_spec",
     "is_scorable",
     "is_scored",

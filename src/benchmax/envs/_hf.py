@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from benchmax.envs._errors import DatasetError, DatasetNotFound
 from benchmax.envs.base.dataset import _PROBLEMS
-from benchmax.envs.dataset import Dataset, resolve_under, to_example, validate_max_examples
+from benchmax.envs.dataset import Dataset, convert_row, resolve_under, validate_max_examples
 from benchmax.envs.shared_types import Example
 
 __all__ = ["HFDataset"]
@@ -264,16 +264,7 @@ class HFDataset(Dataset[Payload]):
         self._segments.append((label, row))
 
     def _example(self, row: Mapping[str, Any], where: str) -> Example[Any]:
-        converted: object = dict(row)
-        if self._row_to_example is not None:
-            try:
-                converted = self._row_to_example(dict(row))
-            except DatasetError as exc:
-                raise type(exc)(f"{where}: {exc}") from exc
-            except Exception as exc:
-                exc.add_note(f"while loading {where}")
-                raise
-        return to_example(converted, where=where)
+        return convert_row(dict(row), self._row_to_example, where=where)
 
     def __repr__(self) -> str:
         labels = ", ".join(part.label for part in self._parts[:3]) + (", ..." if len(self._parts) > 3 else "")

@@ -100,3 +100,12 @@ def check_prompt_messages(payload: Any, *, where: str) -> None:
                 f"{where}: prompt_messages[{index}].content must be a string or a "
                 f"list of content parts, got {type(content).__name__}"
             )
+
+
+def is_content_part(part: object) -> bool:
+    """Whether ``part`` is an OpenAI content part a tool may return as is (text or an image)."""
+    if not isinstance(part, Mapping):
+        return False
+    if part.get("type") == "text":
+        return isinstance(part.get("text"), str)
+    return part.get("type") == "image_url" and isinstance(part.get("image_url"), Mapping)

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from benchmax.envs._errors import ToolError
+from benchmax.envs._messages import is_content_part
 from benchmax.envs._records import TurnRecord
 from benchmax.envs._termination import TerminationReason
 from benchmax.envs._types import SPLITS, DatasetSplit
@@ -135,7 +136,7 @@ def tool_result(result: object) -> str | list[Any]:
         return ""
     if isinstance(result, str):
         return result
-    if isinstance(result, list | tuple) and result and all(_is_content_part(part) for part in result):
+    if isinstance(result, list | tuple) and result and all(is_content_part(part) for part in result):
         return [dict(part) for part in result]
     try:
         return orjson.dumps(result, option=_JSON_OPTIONS).decode()
@@ -321,13 +322,6 @@ def _text(value: object) -> str:
     except Exception as exc:
         return f"<{type(value).__name__} result that cannot be shown: {type(exc).__name__}: {exc}>"
 
-
-def _is_content_part(part: object) -> bool:
-    if not isinstance(part, Mapping):
-        return False
-    if part.get("type") == "text":
-        return isinstance(part.get("text"), str)
-    return part.get("type") == "image_url" and isinstance(part.get("image_url"), Mapping)
 
 
 def _has_non_finite(value: object) -> bool:

@@ -7,7 +7,7 @@ hash as id), or subclass it for a dataset that reads lazily.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -71,6 +71,27 @@ def resolve_under(base_dir: str | Path, name: str | Path) -> Path:
     if not target.is_relative_to(base):
         raise DatasetError(f"{name}: resolves to {target}, outside the data directory {base}; refusing to read it")
     return target
+
+
+def convert_row(
+    row: dict[str, Any], row_to_example: Callable[[dict[str, Any]], Any] | None, *, where: str
+) -> Example[Any]:
+    """A dataset row through the user's ``row_to_example`` (when given) and :func:`to_example`.
+
+    A :class:`DatasetError` it raises is re-raised naming ``where`` (file and
+    line or row); any other exception carries ``where`` as a note, so the user's
+    own traceback stays intact.
+    """
+    converted: object = row
+    if row_to_example is not None:
+        try:
+            converted = row_to_example(row)
+        except DatasetError as exc:
+            raise type(exc)(f"{where}: {exc}") from exc
+        except Exception as exc:
+            exc.add_note(f"while loading {where}")
+            raise
+    return to_example(converted, where=where)
 
 
 def to_example(item: object, *, where: str) -> Example[Any]:

@@ -9,11 +9,12 @@ group) for code that runs rollouts by hand; the engine sets them itself.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "group_context", "rollout_context"]
+__all__ = ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "attach_to_root", "group_context", "rollout_context"]
 
 _CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollout_id", default=None)
 _CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar("benchmax_capture_group_rids", default=None)
@@ -37,3 +38,21 @@ def group_context(rollout_ids: Iterable[str]) -> Iterator[None]:
         yield
     finally:
         _CURRENT_GROUP_RIDS.reset(token)
+
+
+def attach_to_root(handler: logging.Handler, level: int = logging.INFO) -> None:
+    """Attach ``handler`` to the root logger (idempotent), which must then let ``level`` through.
+
+    The root logger's level is lowered to ``level`` when it is higher, or INFO
+    records from env code would be dropped before any handler saw them; handlers
+    already there keep showing only what they showed before.
+    """
+    root = logging.getLogger()
+    if handler not in root.handlers:
+        root.addHandler(handler)
+    previous = root.getEffectiveLevel()
+    if previous > level:
+        root.setLevel(level)
+        for existing in root.handlers:
+            if existing is not handler and existing.level == logging.NOTSET:
+                existing.setLevel(previous)

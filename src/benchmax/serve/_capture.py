@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmax.envs import wire
-from benchmax.envs.logging import rollout_context
+from benchmax.envs.logging import attach_to_root, rollout_context
 
 MAX_RECORDS = 1000
 """Records kept per call; past it they are counted, and the count is sent instead."""
@@ -73,15 +73,7 @@ _handler = _Handler()
 
 def install(level: int = logging.INFO) -> None:
     """Attach the gathering handler to the root logger (idempotent); console handlers keep their level."""
-    root = logging.getLogger()
-    if _handler not in root.handlers:
-        root.addHandler(_handler)
-    previous = root.getEffectiveLevel()
-    if previous > level:
-        root.setLevel(level)
-        for existing in root.handlers:
-            if existing is not _handler and existing.level == logging.NOTSET:
-                existing.setLevel(previous)
+    attach_to_root(_handler, level)
 
 
 @contextmanager

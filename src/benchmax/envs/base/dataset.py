@@ -21,7 +21,7 @@ import orjson
 
 from benchmax.envs._errors import DatasetError, DatasetNotFound, DatasetRowTypeError
 from benchmax.envs._types import JsonRow
-from benchmax.envs.dataset import Dataset, resolve_under, to_example, validate_max_examples
+from benchmax.envs.dataset import Dataset, convert_row, resolve_under, validate_max_examples
 from benchmax.envs.shared_types import Example
 
 __all__ = ["JsonRow", "JsonlDataset", "collect_dataset_problems", "resolve_dataset_path"]
@@ -127,16 +127,7 @@ class JsonlDataset(Dataset[Payload]):
             raise DatasetError(f"{where}: invalid JSON ({exc})") from None
         if not isinstance(row, dict):
             raise DatasetRowTypeError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
-        converted: object = row
-        if self._row_to_example is not None:
-            try:
-                converted = self._row_to_example(row)
-            except DatasetError as exc:
-                raise type(exc)(f"{where}: {exc}") from exc
-            except Exception as exc:
-                exc.add_note(f"while loading {where}")
-                raise
-        return to_example(converted, where=where)
+        return convert_row(row, self._row_to_example, where=where)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r}, {len(self)} examples)"
