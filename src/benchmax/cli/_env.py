@@ -27,8 +27,10 @@ def validate_command(
     data_dir: DataDir = None,
     max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
     base_url: Annotated[str | None, typer.Option(help="Also run one group against this endpoint.")] = None,
-    model: Annotated[str, typer.Option()] = "default",
-    api_key_env: Annotated[str | None, typer.Option()] = None,
+    model: Annotated[str, typer.Option(help="Model name for the group run against --base-url.")] = "default",
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding the API key for --base-url.")
+    ] = None,
 ) -> None:
     """Check an env: it loads, both splits build, payloads and tool schemas are valid."""
     spec = EnvSpec(env, parse_env_args(env_arg))

@@ -37,9 +37,9 @@ def train_command(
     prompts_per_step: Annotated[int, typer.Option(help="Examples per optimisation step.")] = 4,
     max_steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 50,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this wall time (checkpointed).")] = None,
-    learning_rate: Annotated[float, typer.Option()] = 5e-6,
-    temperature: Annotated[float, typer.Option()] = 1.0,
-    top_p: Annotated[float, typer.Option()] = 1.0,
+    learning_rate: Annotated[float, typer.Option(help="The optimizer's learning rate.")] = 5e-6,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the rollouts trained on.")] = 1.0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling: sample from the top tokens of this mass.")] = 1.0,
     max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 64,
     weight: Annotated[
         list[str], typer.Option("--weight", metavar="NAME=W", help="Component weight NAME=W (repeatable).")
@@ -49,7 +49,7 @@ def train_command(
     ] = False,
     beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model).")] = 0.0,
     save_steps: Annotated[int, typer.Option(help="Checkpoint every N steps.")] = 10,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of sampling, data order and initialisation.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     trl_arg: Annotated[
         list[str], typer.Option("--trl-arg", metavar="KEY=VALUE", help="Extra GRPOConfig key=value (JSON).")
