@@ -126,8 +126,10 @@ class MathEnv(BaseEnv):
     max_turns = 8
     max_tool_calls = 16
 
-    def __init__(self, worked_examples: int = 0) -> None:
-        super().__init__()
+    def __init__(
+        self, worked_examples: int = 0, *, max_turns: int | None = None, max_tool_calls: int | None = None
+    ) -> None:
+        super().__init__(max_turns=max_turns, max_tool_calls=max_tool_calls)
         if not isinstance(worked_examples, int) or not 0 <= worked_examples <= len(WORKED_EXAMPLES):
             raise ValueError(
                 f"worked_examples must be an integer from 0 to {len(WORKED_EXAMPLES)}, got {worked_examples!r}"

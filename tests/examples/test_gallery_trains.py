@@ -97,6 +97,7 @@ def test_the_train_cli_trains_a_gallery_env_given_env_args_in_a_subprocess(tiny_
             "--model", str(tiny_model), "--run-dir", str(run_dir),
             "--env-arg", "task=basic_arithmetic", "--env-arg", "size=8",
             "--max-steps", str(STEPS), "--group-size", str(GROUP), "--prompts-per-step", str(PROMPTS),
+            "--max-refill", str(PROMPTS),
             "--max-examples", "4", "--max-tokens", "16", "--threads", "1", "--save-steps", "100",
         ],
         stdout=subprocess.PIPE,
