@@ -7,33 +7,14 @@ import contextlib
 import socket
 
 import pytest
+from tool_env import ToolThenAnswerEnv
 
 from benchmax.client import ClientPool, EndpointDown, EndpointGate, HttpModelClient, RetryPolicy
 from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, Example, ListDataset, RolloutRequest, canonical_example_id
+from benchmax.envs import Example, RolloutRequest, canonical_example_id
 from benchmax.testing import ScriptedServer, ServerProcess, free_port
 
 FAST = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
-
-
-class TwoTurnEnv(BaseEnv):
-    """Each rollout calls one tool, then answers: a lost answer mid-transcript must be re-sent."""
-
-    max_turns = 3
-
-    async def create_dataset(self, split, base_dir, *, max_examples=None):
-        return ListDataset([])
-
-    async def list_tools(self):
-        return [{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}]
-
-    async def run_tool(self, rollout_id, tool_name, **tool_args):
-        return "pong"
-
-    async def compute_reward(self, rollout):
-        tools = sum(message["role"] == "tool" for message in rollout.messages)
-        assistants = sum(message["role"] == "assistant" for message in rollout.messages)
-        return {"one_tool_two_turns": float(tools == 1 and assistants == 2)}
 
 
 def _request(index: int, base_url: str) -> RolloutRequest:
@@ -44,7 +25,7 @@ def _request(index: int, base_url: str) -> RolloutRequest:
 
 async def test_a_server_killed_mid_run_and_restarted_on_its_port_loses_no_rollout():
     server = ServerProcess().start()
-    engine = Engine(TwoTurnEnv(), EngineConfig(retry=FAST, max_outage=60))
+    engine = Engine(ToolThenAnswerEnv(), EngineConfig(retry=FAST, max_outage=60))
     client = engine.clients.http(server.base_url)
     try:
         groups = asyncio.gather(*(engine.run_group([_request(i, server.base_url)]) for i in range(16)))
@@ -105,7 +86,7 @@ async def test_past_the_outage_budget_the_held_requests_fail_and_new_ones_fail_a
 
 async def test_the_rollout_timeout_leaves_out_the_time_spent_waiting_for_the_endpoint():
     with ScriptedServer() as server:
-        engine = Engine(TwoTurnEnv(), EngineConfig(retry=FAST, rollout_timeout=1.0))
+        engine = Engine(ToolThenAnswerEnv(), EngineConfig(retry=FAST, rollout_timeout=1.0))
         gate = engine.clients.gate(server.base_url)
         gate.hold("restarting")
         try:

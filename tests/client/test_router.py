@@ -7,33 +7,14 @@ from collections import Counter
 
 import pytest
 from aiohttp import web
+from tool_env import ToolThenAnswerEnv
 
 from benchmax.client import ClientPool, EndpointDown, ReplicaRouter, RetryPolicy
 from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, Example, ListDataset, RolloutRequest, canonical_example_id
+from benchmax.envs import Example, RolloutRequest, canonical_example_id
 from benchmax.testing import ScriptedServer, ServerProcess
 
 FAST = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
-
-
-class ToolThenAnswerEnv(BaseEnv):
-    """Each rollout calls one tool, then answers: two model turns, the second holding the first."""
-
-    max_turns = 3
-
-    async def create_dataset(self, split, base_dir, *, max_examples=None):
-        return ListDataset([])
-
-    async def list_tools(self):
-        return [{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}]
-
-    async def run_tool(self, rollout_id, tool_name, **tool_args):
-        return "pong"
-
-    async def compute_reward(self, rollout):
-        tools = sum(message["role"] == "tool" for message in rollout.messages)
-        assistants = sum(message["role"] == "assistant" for message in rollout.messages)
-        return {"one_tool_two_turns": float(tools == 1 and assistants == 2)}
 
 
 def _request(index: int, base_url: str, sleep: float = 0.05) -> RolloutRequest:
