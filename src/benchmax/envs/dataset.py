@@ -7,6 +7,8 @@ hash as id), or subclass it for a dataset that reads lazily.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -38,9 +40,10 @@ class Dataset(Generic[Payload]):
     """
 
     def __init__(self, examples: Sequence[Example[Payload] | Mapping[str, Any]] = ()) -> None:
-        self._examples: tuple[Example[Payload], ...] = tuple(
-            to_example(item, where=f"example[{index}]") for index, item in enumerate(examples)
-        )
+        with _collector_paused():
+            self._examples: tuple[Example[Payload], ...] = tuple(
+                to_example(item, where=f"example[{index}]") for index, item in enumerate(examples)
+            )
 
     def __len__(self) -> int:
         return len(self._examples)
@@ -53,6 +56,21 @@ class Dataset(Generic[Payload]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} examples)"
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a dataset is built.
+
+    Every few hundred new rows it would scan all the rows built so far (which hold no
+    cycles): a third of the time it takes to build a 250k-row dataset."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 ListDataset = Dataset

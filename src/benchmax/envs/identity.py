@@ -24,6 +24,13 @@ _SAFE_INT = 2**53 - 1
 
 def canonical_example_id(value: Any) -> str:
     """The stable id of a JSON value (an example payload): 64 hex digits."""
+    if _plain(value):
+        # nothing to normalise: the value is its own canonical form (orjson refuses the
+        # strings that are not valid UTF-8; those take the slow path, which says why)
+        try:
+            return hashlib.sha256(orjson.dumps({"v": 1, "value": value}, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        except orjson.JSONEncodeError:
+            pass
     normalised, has_float = _normalise(value)
     document = {"v": 1, "value": normalised}
     if has_float:
@@ -39,6 +46,35 @@ def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON bytes (sorted keys); raises ``ValueError`` for non-JSON values."""
     normalised, _ = _normalise(value)
     return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` holds only dicts, lists, strings, safe ints, bools and ``None``
+    (no float, no other type): what a dataset row usually is, checked without copying it.
+
+    A dataset of a million rows hashes each one, so this is the hot path of loading one."""
+    kind = type(value)
+    if kind is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        items: Any = value.values()
+    elif kind is list:
+        items = value
+    elif kind is int:
+        return -_SAFE_INT <= value <= _SAFE_INT
+    else:
+        return kind is str or kind is bool or value is None
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return False
+        elif not _plain(item):
+            return False
+    return True
 
 
 def _normalise(value: Any) -> tuple[Any, bool]:
