@@ -67,8 +67,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     assert made.returncode == 0, made.stderr
     env = Venv(work / "venv", work)
     site = env.run("-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
-    outer = sysconfig.get_paths()["purelib"]  # added as a site dir, so its own .pth files apply too
-    Path(site, "outer-site.pth").write_text(f"import site; site.addsitedir({outer!r})\n")
+    # every site dir of this interpreter (a venv made with --system-site-packages has two),
+    # added as site dirs so their own .pth files (an editable benchmax) apply too
+    outer = [sysconfig.get_paths()["purelib"], *(path for path in sys.path if Path(path).name == "site-packages")]
+    lines = "".join(f"import site; site.addsitedir({path!r})\n" for path in dict.fromkeys(outer))
+    Path(site, "outer-site.pth").write_text(lines)
 
     seen = env.run("-c", "import benchmax; print(benchmax.__file__)").stdout.strip()
     assert Path(seen).resolve().is_relative_to(SRC), f"the venv imports benchmax from {seen}, not this checkout"
