@@ -319,9 +319,8 @@ def _pending_chunks(
     session: RunSession, split: str, examples: Iterable[Example[Any]], *, sync: bool
 ) -> Iterator[_Chunk]:
     """The dataset in chunks, each with those of its groups not stored yet."""
-    for keyed in session.keyed_examples(split, examples, sync=sync):
-        done = session.completed_among([key for key, _ in keyed])
-        yield _Chunk(len(keyed), [(key, example) for key, example in keyed if key.id not in done])
+    for size, pending in session.pending_examples(split, examples, sync=sync):
+        yield _Chunk(size, pending)
 
 
 async def _pending(

@@ -58,12 +58,16 @@ class GroupKey:
     def of(
         cls, split: str, example: Example[Any], index: int, *, step: int | None = None, occurrence: int = 0
     ) -> GroupKey:
-        prefix = f"step{step}/" if step is not None else ""
-        repeat = f"~{occurrence}" if occurrence else ""
-        return cls(f"{prefix}{split}/{example.id}{repeat}", example.id, index, step)
+        return cls(group_id(split, example.id, step=step, occurrence=occurrence), example.id, index, step)
 
     def rollout_id(self, sample: int) -> str:
         return f"{self.id}#{sample}"
+
+
+def group_id(split: str, example_id: str, *, step: int | None = None, occurrence: int = 0) -> str:
+    """The id of a group (:class:`GroupKey`), from its parts."""
+    prefix = f"step{step}/" if step is not None else ""
+    return f"{prefix}{split}/{example_id}~{occurrence}" if occurrence else f"{prefix}{split}/{example_id}"
 
 
 def group_keys(split: str, examples: Sequence[Example[Any]], *, step: int | None = None) -> list[GroupKey]:
@@ -162,34 +166,32 @@ class RunSession:
     def add_examples(self, split: str, examples: Iterable[Example[Any]]) -> None:
         self.writer.add_examples(split, examples)
 
-    def keyed_examples(
+    def pending_examples(
         self, split: str, examples: Iterable[Example[Any]], *, sync: bool
-    ) -> Iterator[list[tuple[GroupKey, Example[Any]]]]:
-        """The examples in chunks, each with its group key, streamed (never held whole).
+    ) -> Iterator[tuple[int, list[tuple[GroupKey, Example[Any]]]]]:
+        """The examples in chunks, each as its size and the groups of it not stored yet, streamed
+        (never held whole).
 
         With ``sync`` each chunk is first stored (a new run) or checked against the
         stored dataset (a resumed run: a changed dataset raises :class:`StoreError`
         at its first difference). A repeated example gets the next occurrence
         number, as :func:`group_keys` gives it; only repeats are counted, so the
-        memory this takes does not grow with the dataset.
+        memory this takes does not grow with the dataset. Keys are made for pending
+        groups only: a resumed run of a million examples is mostly stored ones.
         """
         repeats: dict[str, int] = {}
         positioned = self.writer.synced(split, examples, resume=self.resumed) if sync else self.writer.located(examples)
         for chunk in positioned:
-            keyed = []
+            done = self.writer.completed_in(chunk[0][0], chunk[-1][0])
+            pending = []
             for index, example, first in chunk:
                 occurrence = 0
                 if first != index:
                     occurrence = repeats.get(example.id, 0) + 1
                     repeats[example.id] = occurrence
-                keyed.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
-            yield keyed
-
-    def completed_among(self, keys: Sequence[GroupKey]) -> set[str]:
-        """Which of these groups are stored already (indexed by dataset position: cheap per chunk)."""
-        if not keys:
-            return set()
-        return self.writer.completed_in(keys[0].example_index, keys[-1].example_index)
+                if not done or group_id(split, example.id, occurrence=occurrence) not in done:
+                    pending.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
+            yield len(chunk), pending
 
     # Writes.
 

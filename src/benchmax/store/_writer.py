@@ -271,13 +271,25 @@ class RunWriter:
             yield self._locate(chunk)
 
     def _locate(self, chunk: list[tuple[int, Example]]) -> list[tuple[int, Example, int]]:
-        """Each example with the stored position of its first occurrence (-1 when not stored)."""
-        ids = list({example.id for _, example in chunk})
+        """Each example with the stored position of its first occurrence (-1 when not stored).
+
+        The stored ids of the chunk's own positions are read first, in one range scan of
+        the position index: an example stored where it stands (every one, when the data
+        did not change) needs no lookup by id; only repeats and strangers are looked up."""
+        at = dict(
+            self._read(
+                "SELECT idx, example_id FROM examples WHERE idx BETWEEN ? AND ?", (chunk[0][0], chunk[-1][0])
+            )
+        )
+        ids = list({example.id for index, example in chunk if at.get(index) != example.id})
         found: dict[str, int] = {}
         for part in _chunks(ids, 500):
             marks = ",".join("?" * len(part))
             found.update(self._read(f"SELECT example_id, idx FROM examples WHERE example_id IN ({marks})", part))
-        return [(index, example, found.get(example.id, -1)) for index, example in chunk]
+        return [
+            (index, example, index if at.get(index) == example.id else found.get(example.id, -1))
+            for index, example in chunk
+        ]
 
     def _check_chunk(self, located: list[tuple[int, Example, int]], stored: int) -> None:
         """A resumed run's chunk must hold the stored examples at their stored positions."""
@@ -310,21 +322,13 @@ class RunWriter:
         return [row[0] for row in self._read("SELECT example_id FROM examples ORDER BY idx")]
 
     def completed_groups(self) -> set[str]:
-        """Every stored group id (the whole run in memory: prefer :meth:`completed_among`)."""
+        """Every stored group id (the whole run in memory: prefer :meth:`completed_in`)."""
         return {row[0] for row in self._read("SELECT group_id FROM groups")}
 
     def completed_in(self, first_idx: int, last_idx: int) -> set[str]:
         """The stored groups of the examples at dataset positions ``first_idx..last_idx`` (an index range)."""
         rows = self._read("SELECT group_id FROM groups WHERE example_idx BETWEEN ? AND ?", (first_idx, last_idx))
         return {row[0] for row in rows}
-
-    def completed_among(self, group_ids: Sequence[str]) -> set[str]:
-        """Which of ``group_ids`` are stored (queued groups count once flushed)."""
-        done: set[str] = set()
-        for chunk in _chunks(group_ids, 500):
-            marks = ",".join("?" * len(chunk))
-            done.update(row[0] for row in self._read(f"SELECT group_id FROM groups WHERE group_id IN ({marks})", chunk))
-        return done
 
     # -- groups ----------------------------------------------------------------------
 
