@@ -281,14 +281,16 @@ class RunWriter:
                 "SELECT idx, example_id FROM examples WHERE idx BETWEEN ? AND ?", (chunk[0][0], chunk[-1][0])
             )
         )
-        ids = list({example.id for index, example in chunk if at.get(index) != example.id})
+        located = [(index, example, index if at.get(index) == example.id else -1) for index, example in chunk]
+        ids = list({example.id for index, example, first in located if first < 0})
+        if not ids:
+            return located
         found: dict[str, int] = {}
         for part in _chunks(ids, 500):
             marks = ",".join("?" * len(part))
             found.update(self._read(f"SELECT example_id, idx FROM examples WHERE example_id IN ({marks})", part))
         return [
-            (index, example, index if at.get(index) == example.id else found.get(example.id, -1))
-            for index, example in chunk
+            (index, example, first if first >= 0 else found.get(example.id, -1)) for index, example, first in located
         ]
 
     def _check_chunk(self, located: list[tuple[int, Example, int]], stored: int) -> None:
