@@ -225,10 +225,12 @@ def _rss_profile(samples: list[tuple[float, float | None, int | None]], n: int) 
     return result
 
 
-def resume_nothing(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) -> None:
+def resume_nothing(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[str, Any]) -> None:
+    # the server's URL is given: a --reuse'd run recorded the port of an earlier fake server
     times = []
     for _ in range(args.repeats):
-        watched = Watched(_cli("eval", "--resume", run_dir, "--no-progress"), args.root / "resume-nothing.log")
+        command = _cli("eval", "--resume", run_dir, "--no-progress", "--base-url", base_url)
+        watched = Watched(command, args.root / "resume-nothing.log")
         if watched.wait() != 0:
             raise RuntimeError(f"resume exited {watched.returncode}: see {args.root / 'resume-nothing.log'}")
         times.append(watched.seconds)
@@ -584,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     with fake_server() as base_url:
         steps = [
             ("build", lambda: build(args, run_dir, base_url, figures)),
-            ("resume", lambda: resume_nothing(args, run_dir, figures)),
+            ("resume", lambda: resume_nothing(args, run_dir, base_url, figures)),
             ("size", lambda: store_size(run_dir, figures)),
             ("export", lambda: exports(args, run_dir, figures)),
             ("rescore", lambda: rescore(args, runs, run_dir, figures)),
