@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -216,7 +217,13 @@ def main() -> None:
             command += ["--components", *args.components]
             started = os.getloadavg()[0]
             print(f"[{side} #{repeat}] load {started:.2f}", flush=True)
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            shutil.rmtree(out, ignore_errors=True)  # an earlier call's eval run dir would be refused
+            out.mkdir(parents=True)
+            log = out.parent / f"{out.name}.log"
+            with log.open("w") as handle:
+                done = subprocess.run(command, check=False, stdout=handle, stderr=subprocess.STDOUT)
+            if done.returncode != 0:
+                raise SystemExit(f"{side} #{repeat} exited {done.returncode}: see {log}")
             figures = json.loads((out / "figures.json").read_text())
             figures["load_start"] = started
             results[side].append(figures)
