@@ -180,17 +180,14 @@ class RunSession:
         groups only: a resumed run of a million examples is mostly stored ones.
         """
         repeats: dict[str, int] = {}
-        prefix = group_id(split, "")
         positioned = self.writer.synced(split, examples, resume=self.resumed) if sync else self.writer.located(examples)
         for chunk in positioned:
             done = self.writer.completed_in(chunk[0][0], chunk[-1][0])
             pending = []
             for index, example, first in chunk:
-                if first == index:
-                    if prefix + example.id not in done:
-                        pending.append((GroupKey.of(split, example, index), example))
-                    continue
-                occurrence = repeats[example.id] = repeats.get(example.id, 0) + 1
+                occurrence = 0
+                if first != index:
+                    occurrence = repeats[example.id] = repeats.get(example.id, 0) + 1
                 if group_id(split, example.id, occurrence=occurrence) not in done:
                     pending.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
             yield len(chunk), pending

@@ -251,9 +251,9 @@ class RunWriter:
         for chunk in _chunks(enumerate(examples), _CHUNK):
             if not stored:
                 self._store_chunk(split, chunk)
-            located = self._locate(chunk)
+            located, stored_here = self._locate(chunk)
             if stored and resume:
-                self._check_chunk(located, stored)
+                self._check_chunk(located, stored, stored_here)
             firsts += sum(1 for index, _, first in located if first == index)
             count += len(chunk)
             yield located
@@ -268,10 +268,11 @@ class RunWriter:
     def located(self, examples: Iterable[Example]) -> Iterator[list[tuple[int, Example, int]]]:
         """Like :meth:`synced` on a run whose dataset is stored already, without checking it again."""
         for chunk in _chunks(enumerate(examples), _CHUNK):
-            yield self._locate(chunk)
+            yield self._locate(chunk)[0]
 
-    def _locate(self, chunk: list[tuple[int, Example]]) -> list[tuple[int, Example, int]]:
-        """Each example with the stored position of its first occurrence (-1 when not stored).
+    def _locate(self, chunk: list[tuple[int, Example]]) -> tuple[list[tuple[int, Example, int]], int]:
+        """Each example with the stored position of its first occurrence (-1 when not stored),
+        and how many examples are stored at the chunk's positions.
 
         The stored ids of the chunk's own positions are read first, in one range scan of
         the position index: an example stored where it stands (every one, when the data
@@ -284,19 +285,19 @@ class RunWriter:
         located = [(index, example, index if at.get(index) == example.id else -1) for index, example in chunk]
         ids = list({example.id for index, example, first in located if first < 0})
         if not ids:
-            return located
+            return located, len(at)
         found: dict[str, int] = {}
         for part in _chunks(ids, 500):
             marks = ",".join("?" * len(part))
             found.update(self._read(f"SELECT example_id, idx FROM examples WHERE example_id IN ({marks})", part))
         return [
             (index, example, first if first >= 0 else found.get(example.id, -1)) for index, example, first in located
-        ]
+        ], len(at)
 
-    def _check_chunk(self, located: list[tuple[int, Example, int]], stored: int) -> None:
-        """A resumed run's chunk must hold the stored examples at their stored positions."""
+    def _check_chunk(self, located: list[tuple[int, Example, int]], stored: int, expected: int) -> None:
+        """A resumed run's chunk must hold the stored examples at their stored positions
+        (``expected`` of them are stored at its positions)."""
         first = located[0][0]
-        expected = self._read("SELECT COUNT(*) FROM examples WHERE idx BETWEEN ? AND ?", (first, located[-1][0]))[0][0]
         matched = 0
         for index, example, position in located:
             if position == index:
