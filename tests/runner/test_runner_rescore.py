@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,41 @@ async def test_a_rescore_that_breaks_is_marked_failed_with_the_reason_not_left_r
         assert run.meta["status"] == "failed"
         assert "must describe an object" in run.meta["error"]
         assert run.meta["kind"] == "rescore"
+
+
+def _indexes(run_dir: Path) -> set[str]:
+    conn = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        return {
+            f"{name}:{unique}:{','.join(info[2] for info in conn.execute(f'PRAGMA index_info({name!r})'))}"
+            for _, name, unique, *_ in conn.execute("PRAGMA index_list('rollouts')")
+        }
+    finally:
+        conn.close()
+
+
+async def test_rescoring_in_worker_processes_matches_rescoring_in_process_and_leaves_a_complete_file(
+    tmp_path, server, capfd
+):
+    write_split(tmp_path / "data", [row(str(n), f"q{n}", answers=[str(n % 3)]) for n in range(12)])
+    config = RunConfig(
+        env=f"{ENV_FILE}:ScoredEnv", data_dir=tmp_path / "data", base_url=server.base_url, model="scripted",
+        group_size=2, run_dir=tmp_path / "source",
+    )  # fmt: skip
+    await arun(config)
+
+    await arescore(tmp_path / "source", run_dir=tmp_path / "here", workers=1)
+    await arescore(tmp_path / "source", run_dir=tmp_path / "workers", workers=2)
+
+    assert _records(tmp_path / "workers") == _records(tmp_path / "here")
+    assert len(_records(tmp_path / "workers")) == 24
+    assert "Traceback" not in capfd.readouterr().err, "a worker failed as it exited"
+    # the bulk copy built its indexes at the end: the same ones an eval's file has, unique ids included
+    assert _indexes(tmp_path / "workers") == _indexes(tmp_path / "here") == _indexes(tmp_path / "source")
+    assert any(index.startswith("rollouts_by_id:1:rollout_id") for index in _indexes(tmp_path / "workers"))
+    conn = sqlite3.connect(tmp_path / "workers" / "run.sqlite")
+    try:
+        analysed = {table for (table,) in conn.execute("SELECT tbl FROM sqlite_stat1")}
+    finally:
+        conn.close()
+    assert {"rollouts", "groups"} <= analysed, "the planner's statistics were not kept"

@@ -168,3 +168,58 @@ def test_a_run_directory_with_uri_characters_in_its_name_opens_for_reading(tmp_p
     with open_run(run_dir) as run:
         assert run.meta == {"label": "odd"}
     assert sorted(path.name for path in tmp_path.iterdir()) == [run_dir.name], "no stray database file"
+
+
+def _rollout_indexes(db: Path) -> dict[str, tuple[int, str]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {
+            name: (unique, origin) for _, name, unique, origin, _ in conn.execute("PRAGMA index_list('rollouts')")
+        }
+    finally:
+        conn.close()
+
+
+def test_a_rescores_bulk_copy_builds_the_rollout_indexes_when_it_closes_or_when_a_killed_one_is_reopened(
+    tmp_path, make_run
+):
+    source = make_run(tmp_path / "source", {"a": [{"x": 1.0}, {"x": 0.0}], "b": [{"x": 1.0}, {}]})
+    expected = _rollout_indexes(source / "run.sqlite")
+    assert expected["rollouts_by_id"] == (1, "c")
+
+    writer = RunWriter.create(tmp_path / "copy", {})
+    writer.adopt(source)
+    assert _rollout_indexes(tmp_path / "copy" / "run.sqlite") == {}, "the copy builds its indexes once, at the end"
+    writer.close()
+    assert _rollout_indexes(tmp_path / "copy" / "run.sqlite") == expected
+
+    killed = RunWriter.create(tmp_path / "killed", {})
+    killed.adopt(source)
+    killed._conn.close()  # as if the process died here: no close(), no indexes
+    RunWriter.resume(tmp_path / "killed").close()
+    assert _rollout_indexes(tmp_path / "killed" / "run.sqlite") == expected
+
+
+def test_a_file_whose_ids_are_unique_by_column_constraint_keeps_it_and_gets_no_second_index(tmp_path):
+    RunWriter.create(tmp_path / "run", {}).close()
+    conn = sqlite3.connect(tmp_path / "run" / "run.sqlite")
+    ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'rollouts'").fetchone()[0]
+    conn.executescript(  # the layout before rollouts_by_id: the uniqueness was part of the table
+        "DROP TABLE rollouts;" + ddl.replace("rollout_id TEXT NOT NULL,", "rollout_id TEXT NOT NULL UNIQUE,")
+    )
+    conn.close()
+
+    writer = RunWriter.resume(tmp_path / "run")
+    writer.write_group(_group("a", 0, {"x": 1.0}))
+    writer.close()
+
+    indexes = _rollout_indexes(tmp_path / "run" / "run.sqlite")
+    assert "rollouts_by_id" not in indexes
+    assert [origin for unique, origin in indexes.values() if unique] == ["u"]
+    assert "rollouts_by_reward" in indexes
+    conn = sqlite3.connect(tmp_path / "run" / "run.sqlite")
+    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+        conn.execute("INSERT INTO rollouts SELECT seq + 1, rollout_id, group_id, example_id, sample_index, step,"
+                     " batch, split, termination_reason, error, scored, reward, prompt_tokens, completion_tokens,"
+                     " num_turns, num_tool_calls, started_at, ended_at, seconds, final_text FROM rollouts")  # fmt: skip
+    conn.close()

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from benchmax.envs._errors import DatasetError, DatasetNotFound
 from benchmax.envs.base.dataset import _PROBLEMS
-from benchmax.envs.dataset import Dataset, convert_row, resolve_under, validate_max_examples
+from benchmax.envs.dataset import Dataset, PackedExamples, convert_row, resolve_under, validate_max_examples
 from benchmax.envs.shared_types import Example
 
 __all__ = ["HFDataset"]
@@ -164,7 +164,7 @@ class HFDataset(Dataset[Payload]):
         self._problems = _PROBLEMS.get()
         self._starts: list[int] = []
         self._segments: list[tuple[str, int]] = []
-        self._examples_read: tuple[Example[Any], ...] | None = None
+        self._examples_read: PackedExamples | None = None
         self.origin = origin
         """Where the rows come from (``files`` or ``hub``): what a run's provenance records."""
         self.rows_read = 0
@@ -196,9 +196,9 @@ class HFDataset(Dataset[Payload]):
     def __getitem__(self, index: int) -> Example[Payload]:
         return self._all()[index]
 
-    def _all(self) -> tuple[Example[Any], ...]:
+    def _all(self) -> PackedExamples:
         if self._examples_read is None:
-            self._examples_read = tuple(self._stream())
+            self._examples_read = PackedExamples(self._stream())
         return self._examples_read
 
     def _stream(self) -> Iterator[Example[Any]]:

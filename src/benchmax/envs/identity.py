@@ -24,7 +24,7 @@ _SAFE_INT = 2**53 - 1
 
 def canonical_example_id(value: Any) -> str:
     """The stable id of a JSON value (an example payload): 64 hex digits."""
-    if _plain(value):
+    if is_plain_json(value):
         # nothing to normalise: the value is its own canonical form (orjson refuses the
         # strings that are not valid UTF-8; those take the slow path, which says why)
         try:
@@ -48,11 +48,14 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _plain(value: Any) -> bool:
-    """Whether ``value`` holds only dicts, lists, strings, safe ints, bools and ``None``
-    (no float, no other type): what a dataset row usually is, checked without copying it.
+def is_plain_json(value: Any, *, floats: bool = False) -> bool:
+    """Whether ``value`` holds only dicts with string keys, lists, strings, safe ints, bools,
+    ``None`` and (with ``floats``) finite floats, each of exactly that type: a value that JSON
+    reads back as an equal one, of the same types and in the same order. Checked without
+    copying it.
 
-    A dataset of a million rows hashes each one, so this is the hot path of loading one."""
+    A dataset of a million rows checks each one (without floats: such a row's id needs no
+    normalising), so this is the hot path of loading one."""
     kind = type(value)
     if kind is dict:
         for key in value:
@@ -63,6 +66,8 @@ def _plain(value: Any) -> bool:
         items = value
     elif kind is int:
         return -_SAFE_INT <= value <= _SAFE_INT
+    elif kind is float:
+        return floats and math.isfinite(value)
     else:
         return kind is str or kind is bool or value is None
     for item in items:
@@ -72,7 +77,7 @@ def _plain(value: Any) -> bool:
         if kind is int:
             if not -_SAFE_INT <= item <= _SAFE_INT:
                 return False
-        elif not _plain(item):
+        elif not is_plain_json(item, floats=floats):
             return False
     return True
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import multiprocessing
 import os
 import time
@@ -126,8 +127,7 @@ async def arescore(
                     for chunk in chunks:
                         groups, figures = await scorer.score(chunk)
                         spent.append(figures)
-                        for group in groups:
-                            await asyncio.to_thread(session.write_scores, group)
+                        await asyncio.to_thread(session.write_scores, groups)
                 else:
                     await _in_workers(job, chunks, workers, session, spent)
                 await asyncio.to_thread(session.close_batches)
@@ -197,8 +197,7 @@ async def _in_workers(
                 for future in done:
                     groups, figures = future.result()
                     spent.append(figures)
-                    for group in groups:
-                        await asyncio.to_thread(session.write_scores, group)
+                    await asyncio.to_thread(session.write_scores, groups)
         finally:
             for future in pending:
                 future.cancel()
@@ -278,7 +277,20 @@ class _Scorer:
         return found
 
     async def aclose(self) -> None:
-        """Release the env, engine and source file (again: a no-op)."""
+        """Release the env, engine, source file and call ledger (again: a no-op)."""
+        await self._release()
+        ledger, self.ledger = self.ledger, None
+        if ledger is not None:
+            await asyncio.to_thread(ledger.close)
+
+    def close_at_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        """:meth:`aclose` for a worker process that is exiting, where no thread can be started."""
+        loop.run_until_complete(self._release())
+        ledger, self.ledger = self.ledger, None
+        if ledger is not None:
+            ledger.close()
+
+    async def _release(self) -> None:
         engine, env, run = self.engine, self.env, self.run
         self.engine = self.env = self.run = None
         if engine is not None:
@@ -287,9 +299,6 @@ class _Scorer:
             await env.aclose()
         if run is not None:
             run.close()
-        ledger, self.ledger = self.ledger, None
-        if ledger is not None:
-            await asyncio.to_thread(ledger.close)
 
 
 _worker: tuple[_Scorer, asyncio.AbstractEventLoop] | None = None
@@ -303,7 +312,7 @@ def _worker_start(job: _Job) -> None:
     scorer = _Scorer(job)
     scorer.load()
     _worker = (scorer, loop)
-    atexit.register(lambda: loop.run_until_complete(scorer.aclose()))
+    atexit.register(scorer.close_at_exit, loop)
 
 
 def _worker_score(chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[CallFigures, ...]]:
@@ -323,8 +332,14 @@ def _request(row: Sequence[Any], example: Example, meta: dict[str, Any]) -> Roll
         model=str(meta.get("model") or "stored"),
         base_url="stored://transcript",
         split=row[7],
-        sampling=SamplingParams.from_dict(decode_transcript(row[21]) if row[21] else None),
+        sampling=_sampling(row[21]),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _sampling(stored: bytes | None) -> SamplingParams:
+    """A run's rollouts mostly share one sampling record: decoded once (the params are frozen)."""
+    return SamplingParams.from_dict(decode_transcript(stored) if stored else None)
 
 
 def _stored(row: Sequence[Any]) -> StoredRollout:

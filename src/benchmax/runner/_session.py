@@ -225,9 +225,9 @@ class RunSession:
         """Copy a stored run's examples and transcripts into this new one (rescoring keeps them)."""
         self.writer.adopt(source)
 
-    def write_scores(self, group: ScoredGroup) -> None:
-        """Queue the new scores of one group of an adopted run."""
-        self.writer.write_scores(group)
+    def write_scores(self, groups: Sequence[ScoredGroup]) -> None:
+        """Queue the new scores of groups of an adopted run."""
+        self.writer.write_scores(groups)
 
     def record_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Keep a training step's metrics (per-component rewards, dead-group share, IS

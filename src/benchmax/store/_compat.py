@@ -140,6 +140,7 @@ def upgrade_v1(conn: sqlite3.Connection) -> None:
         for table in ("v1_rollouts", "v1_groups", "v1_rewards"):
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DROP TABLE temp.v1_order")
+        _schema.ensure_rollout_indexes(conn)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_schema.SCHEMA_VERSION),))
         conn.execute("COMMIT")
     except BaseException:

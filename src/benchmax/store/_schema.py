@@ -105,7 +105,7 @@ CREATE TABLE IF NOT EXISTS example_components (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rollouts (
     seq INTEGER PRIMARY KEY,
-    rollout_id TEXT NOT NULL UNIQUE,
+    rollout_id TEXT NOT NULL,
     group_id TEXT NOT NULL,
     example_id TEXT NOT NULL,
     sample_index INTEGER NOT NULL,
@@ -125,11 +125,6 @@ CREATE TABLE IF NOT EXISTS rollouts (
     seconds REAL NOT NULL,
     final_text TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (termination_reason, scored);
-CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (reward);
-CREATE INDEX IF NOT EXISTS rollouts_by_seconds ON rollouts (seconds);
-CREATE INDEX IF NOT EXISTS rollouts_by_completion ON rollouts (completion_tokens);
-CREATE INDEX IF NOT EXISTS rollouts_failed_by_seq ON rollouts (seq) WHERE scored = 0;
 CREATE TABLE IF NOT EXISTS transcripts (
     seq INTEGER PRIMARY KEY,
     messages BLOB NOT NULL,
@@ -199,8 +194,27 @@ CREATE VIEW IF NOT EXISTS reward_rows AS
 """
 """``reward_rows`` keeps version 1's shape of the rewards (keyed by rollout id) for SQL users."""
 
+_ROLLOUT_INDEXES = {
+    "rollouts_by_id": "CREATE UNIQUE INDEX IF NOT EXISTS rollouts_by_id ON rollouts (rollout_id)",
+    "rollouts_by_reason": "CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (termination_reason, scored)",
+    "rollouts_by_reward": "CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (reward)",
+    "rollouts_by_seconds": "CREATE INDEX IF NOT EXISTS rollouts_by_seconds ON rollouts (seconds)",
+    "rollouts_by_completion": "CREATE INDEX IF NOT EXISTS rollouts_by_completion ON rollouts (completion_tokens)",
+    "rollouts_failed_by_seq": "CREATE INDEX IF NOT EXISTS rollouts_failed_by_seq ON rollouts (seq) WHERE scored = 0",
+}
+"""The indexes of ``rollouts``, kept apart from ``SCHEMA`` so a bulk copy can build them once at
+its end (a sort) instead of row by row: a rescore's random 64-digit rollout ids made each insert
+touch a random index page, about 5x the cost of the insert itself. Files written before
+``rollouts_by_id`` existed enforce the same uniqueness with a column constraint."""
+
 WRITER_CACHE_KIB = 32 * 1024
 """The writer's page cache: the text-keyed indexes of a million-rollout run stay in it."""
+
+WRITER_CHECKPOINT_PAGES = 16384
+"""Pages the WAL may hold before a commit copies them into the file (SQLite's default: 1,000).
+A run's per-example figures are keyed by hashed ids, so each commit dirties pages all over
+the file; checkpointing 16x less often writes each of them once per checkpoint instead of
+once per commit: a rescore of 200k rollouts ran 1.5x faster."""
 
 READER_MMAP_BYTES = 1 << 30
 """Readers map the file: passes over a big run read pages without a system call and a copy
@@ -233,7 +247,8 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
-        conn.execute("PRAGMA journal_size_limit=67108864")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WRITER_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WRITER_CHECKPOINT_PAGES * 4096}")
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA foreign_keys=OFF")
     return conn
@@ -248,9 +263,37 @@ def version(conn: sqlite3.Connection) -> int:
 
 
 def create(conn: sqlite3.Connection) -> None:
-    """Lay out an empty file as the current version (a no-op on a current file)."""
+    """Lay out an empty file as the current version (a no-op on a current file).
+
+    Also rebuilds the rollout indexes a bulk copy dropped and never restored (it was killed)."""
     conn.executescript(SCHEMA)
+    ensure_rollout_indexes(conn)
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+def defer_rollout_indexes(conn: sqlite3.Connection) -> bool:
+    """Drop the indexes of an empty ``rollouts`` table before a bulk copy into it.
+
+    Returns whether they were dropped: a file whose ids are unique by column constraint
+    (written before ``rollouts_by_id``) keeps them. :func:`ensure_rollout_indexes` puts them back.
+    """
+    if _unique_by_constraint(conn) or conn.execute("SELECT 1 FROM rollouts LIMIT 1").fetchone():
+        return False
+    for name in _ROLLOUT_INDEXES:
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
+    return True
+
+
+def ensure_rollout_indexes(conn: sqlite3.Connection) -> None:
+    """Build whichever rollout indexes are missing (all of them after :func:`defer_rollout_indexes`)."""
+    constrained = _unique_by_constraint(conn)
+    for name, statement in _ROLLOUT_INDEXES.items():
+        if not (name == "rollouts_by_id" and constrained):
+            conn.execute(statement)
+
+
+def _unique_by_constraint(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM pragma_index_list('rollouts') WHERE origin = 'u'").fetchone() is not None
 
 
 def check_readable(conn: sqlite3.Connection, path: Path) -> int:

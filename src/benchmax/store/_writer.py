@@ -90,6 +90,11 @@ class RolloutScore:
     rewards: Mapping[str, float]
     logs: tuple[LogEntry, ...] = ()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a rescore's workers send these by the thousand; the default pickling of a
+        # slotted dataclass walks its fields in Python on both sides
+        return (RolloutScore, (self.seq, self.termination_reason, self.error, self.rewards, self.logs))
+
 
 @dataclass(frozen=True, slots=True)
 class ScoredGroup:
@@ -100,6 +105,9 @@ class ScoredGroup:
     logs: tuple[LogEntry, ...] = ()
     started_at: float = 0.0
     ended_at: float = 0.0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ScoredGroup, (self.group_id, self.scores, self.logs, self.started_at, self.ended_at))
 
 
 dumps = _codec.dumps
@@ -116,6 +124,7 @@ class RunWriter:
         self._lock = threading.Lock()
         self._queue: queue.Queue[GroupWrite | ScoredGroup | _Barrier | None] = queue.Queue()
         self._source: str | None = None
+        self._indexes_deferred = False
         self._room = threading.Condition()
         self._queued = 0
         self._limit = max(1, max_queued_rollouts)
@@ -396,6 +405,7 @@ class RunWriter:
             if self._conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]:
                 raise StoreError(f"{self.run_dir} holds rollouts already; a rescored run starts empty")
             self._conn.execute("ATTACH DATABASE ? AS src", (f"{db.resolve().as_uri()}?mode=ro",))
+            self._indexes_deferred = _schema.defer_rollout_indexes(self._conn)
         layout = self._source_layout()
         if layout > _schema.SCHEMA_VERSION:
             raise _schema.SchemaError(f"{db} was written by a newer benchmax; upgrade benchmax to rescore it")
@@ -417,15 +427,17 @@ class RunWriter:
         row = self._conn.execute("SELECT value FROM src.meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 1
 
-    def write_scores(self, group: ScoredGroup) -> None:
-        """Queue a group of an adopted run with its new scores (blocks while the queue is full)."""
+    def write_scores(self, groups: Sequence[ScoredGroup]) -> None:
+        """Queue groups of an adopted run with their new scores (blocks while the queue is full)."""
         if self._source is None:
             raise StoreError("write_scores needs a run that adopted its source first (RunWriter.adopt)")
         self._check()
-        self._wait_for_room(len(group.scores))
+        size = sum(len(group.scores) for group in groups)
+        self._wait_for_room(size)
         with self._room:
-            self._queued += len(group.scores)
-        self._queue.put(group)
+            self._queued += size
+        for group in groups:
+            self._queue.put(group)
 
     # -- batches ----------------------------------------------------------------------
 
@@ -484,13 +496,17 @@ class RunWriter:
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        if self._indexes_deferred:
+            with self._lock:
+                _schema.ensure_rollout_indexes(self._conn)
+            self._indexes_deferred = False
         if self._error is None:
             try:
                 with _transaction(self._conn, self._lock):
                     _figures.keep(self._conn)
                 # table statistics for the readers' query planner (sampled: milliseconds at a million rollouts)
                 self._conn.execute("PRAGMA analysis_limit=1000")
-                self._conn.execute("ANALYZE")
+                self._conn.execute("ANALYZE main")  # not an attached source run (read-only)
             except sqlite3.Error:
                 logger.exception("keeping the run's figures failed; readers compute them instead")
         self._conn.close()
@@ -813,15 +829,16 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
         batches.append((batch, len(totals)))
         components.extend((batch, name) for name in names)
         example_components.extend((example_id, name, total, count) for name, (total, count) in sums.items())
-        ids = dict(
-            conn.execute(
-                f"SELECT seq, rollout_id FROM src.rollouts WHERE seq IN ({','.join('?' * len(seqs))})", seqs
-            ).fetchall()
-        )
         for entry in group.logs:
             logs.append(_log_row(None, group.group_id, entry))
-        for score in group.scores:
-            logs.extend(_log_row(ids.get(score.seq), group.group_id, entry) for entry in score.logs)
+        if any(score.logs for score in group.scores):
+            ids = dict(
+                conn.execute(
+                    f"SELECT seq, rollout_id FROM src.rollouts WHERE seq IN ({','.join('?' * len(seqs))})", seqs
+                ).fetchall()
+            )
+            for score in group.scores:
+                logs.extend(_log_row(ids.get(score.seq), group.group_id, entry) for entry in score.logs)
     conn.executemany(
         "INSERT INTO rollouts SELECT r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch,"
         " r.split, ?, ?, ?, ?, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
@@ -829,25 +846,24 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
         rollouts,
     )
     conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rewards)
-    for group, example_id, example_idx, batch, step, size, first, last, failed, totals in group_rows:
-        tokens = conn.execute(
-            "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(num_turns), 0),"
-            " COALESCE(SUM(num_tool_calls), 0), COALESCE(SUM(seconds), 0.0), MIN(started_at), MAX(ended_at)"
-            " FROM rollouts WHERE seq BETWEEN ? AND ?",
-            (first, last),
-        ).fetchone()
-        conn.execute(
-            "INSERT INTO groups (group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs,"
-            " first_seq, last_seq, failed, reward_sum, reward_sq, low, high, prompt_tokens, completion_tokens,"
-            " turns, tool_calls, seconds, first_started_at, last_ended_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    # the group's token and time figures are its (unchanged) rollouts', summed in the same statement
+    conn.executemany(
+        "INSERT INTO groups (group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs,"
+        " first_seq, last_seq, failed, reward_sum, reward_sq, low, high, prompt_tokens, completion_tokens,"
+        " turns, tool_calls, seconds, first_started_at, last_ended_at)"
+        " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(SUM(prompt_tokens), 0),"
+        " COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(num_turns), 0), COALESCE(SUM(num_tool_calls), 0),"
+        " COALESCE(SUM(seconds), 0.0), MIN(started_at), MAX(ended_at) FROM rollouts WHERE seq BETWEEN ? AND ?",
+        [
             (
                 group.group_id, example_id, example_idx, batch, step, size, group.started_at, group.ended_at,
                 dumps([asdict(entry) for entry in group.logs]) if group.logs else None, first, last, failed,
                 sum(totals), sum(t * t for t in totals), min(totals, default=None), max(totals, default=None),
-                *tokens,
-            ),
-        )  # fmt: skip
+                first, last,
+            )
+            for group, example_id, example_idx, batch, step, size, first, last, failed, totals in group_rows
+        ],
+    )  # fmt: skip
     _upsert_figures(conn, examples, batches, components)
     conn.executemany(_COMPONENT_UPSERT, example_components)
     conn.executemany(_LOG_INSERT, logs)

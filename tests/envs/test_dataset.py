@@ -1,0 +1,116 @@
+"""``Dataset``: an ordered, fixed collection whose examples read back exactly as they were given."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+from benchmax.envs import Example
+from benchmax.envs.dataset import Dataset, PackedExamples
+from benchmax.envs.identity import canonical_example_id
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+PAYLOADS: list[Any] = [
+    {"prompt_messages": [{"role": "user", "content": "héllo \u2603"}], "answer": 3, "z": None, "a": True},
+    {"b": 1.5, "a": [0.1, -2.0, 1e300], "nested": {"k": [[], {}]}},
+    {"tuple": (1, 2)},
+    {"nan": math.nan},
+    {"big": 2**70},
+    {"obj": Point(1)},
+    {1: "non-string key"},
+    b"raw bytes",
+    "a string payload",
+    {"surrogate": "\ud800"},
+]
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal, with the same types and dict key order all the way down (NaN equal to NaN)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(_same(left[key], right[key]) for key in left)
+    if isinstance(left, list | tuple):
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, float) and math.isnan(left):
+        return math.isnan(right)
+    return left == right
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=repr)
+def test_every_payload_reads_back_with_its_types_and_key_order(payload):
+    packed = PackedExamples([Example("id-1", payload)])
+
+    (example,) = list(packed)
+    assert example.id == "id-1"
+    assert _same(example.payload, payload)
+    assert _same(packed[0].payload, payload)
+
+
+def test_a_read_payload_is_fresh_so_changing_it_changes_no_later_read():
+    dataset = Dataset([{"prompt_messages": [{"role": "user", "content": "q"}], "answer": "1"}])
+
+    first = dataset[0]
+    first.payload["answer"] = "changed"
+    first.payload["prompt_messages"].append({"role": "assistant", "content": "x"})
+
+    assert dataset[0].payload == {"prompt_messages": [{"role": "user", "content": "q"}], "answer": "1"}
+
+
+def test_payload_dicts_get_their_content_ids_and_examples_keep_theirs():
+    row = {"prompt_messages": [{"role": "user", "content": "q"}], "answer": "1"}
+    dataset = Dataset([row, Example("mine", {"x": 1}), row])
+
+    assert len(dataset) == 3
+    assert [example.id for example in dataset] == [canonical_example_id(row), "mine", canonical_example_id(row)]
+    assert [example.id for example in dataset[1:]] == ["mine", canonical_example_id(row)]
+    assert dataset[-1].payload == row
+
+
+def test_a_0_2_subclass_that_sets_and_reads_examples_itself_still_works():
+    class Legacy(Dataset[dict[str, Any]]):
+        def __init__(self) -> None:  # 0.2.x style: no super().__init__, its own tuple
+            self._examples = tuple(Example(f"e{n}", {"n": n}) for n in range(3))
+
+        def first(self) -> Example[dict[str, Any]]:
+            return self._examples[0]
+
+    legacy = Legacy()
+
+    assert len(legacy) == 3
+    assert [example.payload for example in legacy] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert legacy[2].id == "e2"
+    assert legacy.first() == Example("e0", {"n": 0})
+
+
+def test_a_big_dataset_holds_its_examples_in_well_under_half_the_memory_of_the_objects():
+    import tracemalloc
+
+    def rows() -> list[dict[str, Any]]:
+        return [
+            {"prompt_messages": [{"role": "user", "content": f"What is {n} + {n * 7}? Use the add tool."}], "answer": n}
+            for n in range(5000)
+        ]
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        as_objects = tuple(Example(canonical_example_id(row), row) for row in rows())
+        objects = tracemalloc.get_traced_memory()[0] - before
+        del as_objects
+        before = tracemalloc.get_traced_memory()[0]
+        dataset = Dataset(rows())
+        packed = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert len(dataset) == 5000
+    assert packed < 0.5 * objects, f"{packed} bytes packed against {objects} as objects"
