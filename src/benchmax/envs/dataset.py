@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar, overload
 import orjson
 
 from benchmax.envs._errors import DatasetError, DatasetRowTypeError
-from benchmax.envs.identity import canonical_example_id, is_plain_json
+from benchmax.envs.identity import identify, is_plain_json
 from benchmax.envs.shared_types import Example
 
 __all__ = ["Dataset", "ListDataset", "resolve_under", "validate_max_examples"]
@@ -42,7 +42,12 @@ class Dataset(Generic[Payload]):
     """
 
     def __init__(self, examples: Sequence[Example[Payload] | Mapping[str, Any]] = ()) -> None:
-        self._examples = (to_example(item, where=f"example[{index}]") for index, item in enumerate(examples))
+        packed = PackedExamples()
+        with _collector_paused():
+            for index, item in enumerate(examples):
+                example, plain = _identified(item, where=f"example[{index}]")
+                packed.append(example, plain=plain)
+        self._packed = packed
 
     @property
     def _examples(self) -> Sequence[Example[Payload]]:
@@ -76,15 +81,17 @@ class PackedExamples(Sequence[Example[Any]]):
 
     __slots__ = ("_ids", "_payloads")
 
-    def __init__(self, examples: Iterable[Example[Any]]) -> None:
-        ids: list[str] = []
-        payloads: list[bytes | _Kept] = []
+    def __init__(self, examples: Iterable[Example[Any]] = ()) -> None:
+        self._ids: list[str] = []
+        self._payloads: list[bytes | _Kept] = []
         with _collector_paused():
             for example in examples:
-                ids.append(example.id)
-                payloads.append(_packed(example.payload))
-        self._ids = ids
-        self._payloads = payloads
+                self.append(example)
+
+    def append(self, example: Example[Any], *, plain: bool = False) -> None:
+        """Add ``example``; ``plain``: its payload is known to be plain JSON (its id's check said so)."""
+        self._ids.append(example.id)
+        self._payloads.append(_packed(example.payload, plain=plain))
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -112,8 +119,8 @@ class _Kept:
         self.payload = payload
 
 
-def _packed(payload: Any) -> bytes | _Kept:
-    if is_plain_json(payload, floats=True):
+def _packed(payload: Any, *, plain: bool) -> bytes | _Kept:
+    if plain or is_plain_json(payload, floats=True):
         try:
             # a copy: orjson's own result keeps its whole output buffer allocated (~1 KB)
             return bytes(memoryview(orjson.dumps(payload)))
@@ -182,12 +189,18 @@ def convert_row(
 
 def to_example(item: object, *, where: str) -> Example[Any]:
     """What a dataset yields, as an :class:`Example`: examples pass, payload mappings get their hash id."""
+    return _identified(item, where=where)[0]
+
+
+def _identified(item: object, *, where: str) -> tuple[Example[Any], bool]:
+    """:func:`to_example`, and whether its id found the payload plain JSON (unknown for an Example)."""
     if isinstance(item, Example):
-        return item
+        return item, False
     if isinstance(item, Mapping):
         payload = dict(item)
         try:
-            return Example(canonical_example_id(payload), payload)
+            example_id, plain = identify(payload)
         except ValueError as exc:
             raise DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})") from None
+        return Example(example_id, payload), plain
     raise DatasetRowTypeError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")

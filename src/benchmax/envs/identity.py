@@ -24,11 +24,18 @@ _SAFE_INT = 2**53 - 1
 
 def canonical_example_id(value: Any) -> str:
     """The stable id of a JSON value (an example payload): 64 hex digits."""
+    return identify(value)[0]
+
+
+def identify(value: Any) -> tuple[str, bool]:
+    """:func:`canonical_example_id`, and whether ``value`` proved plain JSON on the way
+    (:func:`is_plain_json` without floats), so a dataset need not check it again."""
     if is_plain_json(value):
         # nothing to normalise: the value is its own canonical form (orjson refuses the
         # strings that are not valid UTF-8; those take the slow path, which says why)
         try:
-            return hashlib.sha256(orjson.dumps({"v": 1, "value": value}, option=orjson.OPT_SORT_KEYS)).hexdigest()
+            document = orjson.dumps({"v": 1, "value": value}, option=orjson.OPT_SORT_KEYS)
+            return hashlib.sha256(document).hexdigest(), True
         except orjson.JSONEncodeError:
             pass
     normalised, has_float = _normalise(value)
@@ -39,7 +46,7 @@ def canonical_example_id(value: Any) -> str:
         data = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     else:
         data = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(data).hexdigest(), False
 
 
 def canonical_json(value: Any) -> bytes:

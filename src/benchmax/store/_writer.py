@@ -456,6 +456,7 @@ class RunWriter:
             if state is None or state[0] == state[1]:
                 return
             if self._conn.execute("SELECT 1 FROM batch_components WHERE batch = ? LIMIT 1", (batch,)).fetchone():
+                changes = self._conn.total_changes
                 self._conn.execute(
                     """
                     INSERT OR IGNORE INTO rewards (seq, component, value, filled)
@@ -473,7 +474,8 @@ class RunWriter:
                     " WHERE g.batch = ? AND r.reward IS NULL)",
                     (batch,),
                 )
-                _recount_examples(self._conn, "SELECT DISTINCT example_id FROM groups WHERE batch = ?", (batch,))
+                if self._conn.total_changes != changes:  # else the written figures already count every value
+                    _recount_examples(self._conn, "SELECT DISTINCT example_id FROM groups WHERE batch = ?", (batch,))
             self._conn.execute("UPDATE batches SET filled_rollouts = rollouts WHERE batch = ?", (batch,))
 
     def batches(self) -> list[int]:
