@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
 import orjson
@@ -99,6 +100,21 @@ def test_worker_processes_write_the_same_bytes_and_rows_as_one_process(varied_ru
 
     assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
     assert pq.read_table(tmp_path / "1.parquet").equals(pq.read_table(tmp_path / "2.parquet"))
+
+
+def test_an_export_beside_another_thread_starts_its_workers_fresh_and_writes_the_same(varied_run, tmp_path):
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)  # a process with threads forks no workers
+    other.start()
+    try:
+        with open_run(varied_run) as run:
+            export_run(run, tmp_path / "spawned.jsonl", workers=2)
+            export_run(run, tmp_path / "one.jsonl", workers=1)
+    finally:
+        release.set()
+        other.join()
+
+    assert (tmp_path / "spawned.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
 
 
 def test_a_parquet_row_holds_the_same_values_as_the_jsonl_line(varied_run, tmp_path):
