@@ -156,8 +156,28 @@ def _open_source(path: str) -> None:
 
 
 def _worker_part(fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> Any:
+    """A part as bytes: JSON Lines, or the Arrow batches in Arrow's stream format (a
+    third of the cost of pickling the batches; the parent reads them without a copy)."""
     assert _source is not None
-    return _part(_source, fmt, low, high, components)
+    part, rows = _part(_source, fmt, low, high, components)
+    if fmt == "jsonl" or not part:
+        return part, rows
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, part[0].schema) as stream:
+        for batch in part:
+            stream.write_batch(batch)
+    return sink.getvalue().to_pybytes(), rows
+
+
+def _arrow_part(part: Any) -> list[Any]:
+    """The Arrow batches of a part, read back from the bytes a worker sent."""
+    if not isinstance(part, bytes):
+        return part
+    import pyarrow as pa
+
+    return list(pa.ipc.open_stream(part))
 
 
 def _part(run: Run, fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> tuple[Any, int]:
@@ -434,7 +454,7 @@ def _arrow_batches(
     return batches, count
 
 
-def _write_parquet(output: Path, parts: Iterator[tuple[list[Any], int]], components: Sequence[str]) -> int:
+def _write_parquet(output: Path, parts: Iterator[tuple[Any, int]], components: Sequence[str]) -> int:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -443,8 +463,8 @@ def _write_parquet(output: Path, parts: Iterator[tuple[list[Any], int]], compone
     count = 0
     schema = _schema(components)
     with pq.ParquetWriter(output, schema, compression=_PARQUET_COMPRESSION) as writer:
-        for batches, rows in parts:
-            if batches:
+        for part, rows in parts:
+            if batches := _arrow_part(part):
                 writer.write_table(pa.Table.from_batches(batches, schema))
             count += rows
     return count
