@@ -99,6 +99,7 @@ def test_worker_processes_write_the_same_bytes_and_rows_as_one_process(varied_ru
             export_run(run, tmp_path / f"{workers}.parquet", "parquet", workers=workers)
 
     assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["1.jsonl", "1.parquet", "2.jsonl", "2.parquet"]
     assert pq.read_table(tmp_path / "1.parquet").equals(pq.read_table(tmp_path / "2.parquet"))
 
 

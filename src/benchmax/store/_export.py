@@ -23,11 +23,13 @@ import gc
 import multiprocessing
 import operator
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -77,6 +79,18 @@ def _export(run: Run, output: Path, fmt: str, workers: int | None) -> int:
     workers = workers or (1 if count < _PARALLEL_FROM else min(cores, 8))
     ranges = _ranges(run)
     components = _components(run)
+    if fmt == "jsonl" and workers > 1:
+        # each worker writes its lines to a file beside the output; this process appends
+        # the files in order (a kernel copy), instead of taking every byte through a pipe
+        written = 0
+        with (
+            tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.parts-") as spill,
+            output.open("wb", buffering=0) as handle,
+        ):
+            for path, rows in _parts_in_workers(run.path, fmt, ranges, workers, components, spill):
+                _append(handle, path)
+                written += rows
+        return written
     parts: Iterator[Any] = (
         _parts_in_workers(run.path, fmt, ranges, workers, components)
         if workers > 1
@@ -90,6 +104,17 @@ def _export(run: Run, output: Path, fmt: str, workers: int | None) -> int:
                 written += rows
         return written
     return _write_parquet(output, parts, components)
+
+
+def _append(handle: BinaryIO, path: str) -> None:
+    """Add the file at ``path`` to the end of ``handle`` (unbuffered) and remove it."""
+    with open(path, "rb", buffering=0) as part:
+        try:
+            while os.copy_file_range(part.fileno(), handle.fileno(), 1 << 30):
+                pass
+        except (AttributeError, OSError):  # no copy_file_range here, or not between these files
+            shutil.copyfileobj(part, handle)
+    os.unlink(path)
 
 
 def _components(run: Run) -> tuple[str, ...]:
@@ -116,15 +141,21 @@ def _ranges(run: Run) -> list[tuple[int | None, int | None]]:
 
 
 def _parts_in_workers(
-    db: Path, fmt: str, ranges: list[tuple[int | None, int | None]], workers: int, components: tuple[str, ...]
+    db: Path,
+    fmt: str,
+    ranges: list[tuple[int | None, int | None]],
+    workers: int,
+    components: tuple[str, ...],
+    spill: str | None = None,
 ) -> Iterator[Any]:
     context = multiprocessing.get_context(_start_method())
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=_open_source, initargs=(str(db),)
     ) as pool:
         pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
-        for low, high in ranges:
-            pending.append(pool.submit(_worker_part, fmt, low, high, components))
+        for index, (low, high) in enumerate(ranges):
+            path = None if spill is None else os.path.join(spill, f"{index}.{fmt}")
+            pending.append(pool.submit(_worker_part, fmt, low, high, components, path))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
         while pending:
@@ -155,11 +186,18 @@ def _open_source(path: str) -> None:
     _source = Run(path)
 
 
-def _worker_part(fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> Any:
-    """A part as bytes: JSON Lines, or the Arrow batches in Arrow's stream format (a
-    third of the cost of pickling the batches; the parent reads them without a copy)."""
+def _worker_part(
+    fmt: str, low: int | None, high: int | None, components: tuple[str, ...], path: str | None = None
+) -> Any:
+    """A part as bytes: JSON Lines (written to ``path`` when given, and the path sent
+    instead), or the Arrow batches in Arrow's stream format (a third of the cost of
+    pickling the batches; the parent reads them without a copy)."""
     assert _source is not None
     part, rows = _part(_source, fmt, low, high, components)
+    if fmt == "jsonl" and path is not None:
+        with open(path, "wb") as handle:
+            handle.write(part)
+        return path, rows
     if fmt == "jsonl" or not part:
         return part, rows
     import pyarrow as pa
