@@ -79,35 +79,33 @@ def _export(run: Run, output: Path, fmt: str, workers: int | None) -> int:
     workers = workers or (1 if count < _PARALLEL_FROM else min(cores, 8))
     ranges = _ranges(run)
     components = _components(run)
-    if fmt == "jsonl" and workers > 1:
-        # each worker writes its lines to a file beside the output; this process appends
-        # the files in order (a kernel copy), instead of taking every byte through a pipe
-        written = 0
-        with (
-            tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.parts-") as spill,
-            output.open("wb", buffering=0) as handle,
-        ):
-            for path, rows in _parts_in_workers(run.path, fmt, ranges, workers, components, spill):
-                _append(handle, path)
-                written += rows
-        return written
-    parts: Iterator[Any] = (
-        _parts_in_workers(run.path, fmt, ranges, workers, components)
-        if workers > 1
-        else (_part(run, fmt, low, high, components) for low, high in ranges)
-    )
-    if fmt == "jsonl":
-        written = 0
-        with output.open("wb") as handle:
-            for lines, rows in parts:
-                handle.write(lines)
-                written += rows
-        return written
-    return _write_parquet(output, parts, components)
+    if workers == 1:
+        parts = (_part(run, fmt, low, high, components) for low, high in ranges)
+        return _write_jsonl(output, parts) if fmt == "jsonl" else _write_parquet(output, parts, components)
+    # each worker writes its part to a file beside the output and sends the path; this
+    # process appends JSON Lines files in the kernel and maps Arrow files, so no part's
+    # bytes go through a pipe and a pickle
+    with tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.parts-") as spill:
+        parts = _parts_in_workers(run.path, fmt, ranges, workers, components, spill)
+        return _write_jsonl(output, parts) if fmt == "jsonl" else _write_parquet(output, parts, components)
+
+
+def _write_jsonl(output: Path, parts: Iterator[tuple[bytes | str, int]]) -> int:
+    """Write the parts in order: JSON Lines bytes, or the path of a file holding them."""
+    written = 0
+    with output.open("wb") as handle:
+        for part, rows in parts:
+            if isinstance(part, str):
+                _append(handle, part)
+            else:
+                handle.write(part)
+            written += rows
+    return written
 
 
 def _append(handle: BinaryIO, path: str) -> None:
-    """Add the file at ``path`` to the end of ``handle`` (unbuffered) and remove it."""
+    """Add the file at ``path`` to the end of ``handle`` and remove it."""
+    handle.flush()
     with open(path, "rb", buffering=0) as part:
         try:
             while os.copy_file_range(part.fileno(), handle.fileno(), 1 << 30):
@@ -146,7 +144,7 @@ def _parts_in_workers(
     ranges: list[tuple[int | None, int | None]],
     workers: int,
     components: tuple[str, ...],
-    spill: str | None = None,
+    spill: str,
 ) -> Iterator[Any]:
     context = multiprocessing.get_context(_start_method())
     with concurrent.futures.ProcessPoolExecutor(
@@ -154,7 +152,7 @@ def _parts_in_workers(
     ) as pool:
         pending: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
         for index, (low, high) in enumerate(ranges):
-            path = None if spill is None else os.path.join(spill, f"{index}.{fmt}")
+            path = os.path.join(spill, f"{index}.{fmt}")
             pending.append(pool.submit(_worker_part, fmt, low, high, components, path))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().result()
@@ -186,36 +184,23 @@ def _open_source(path: str) -> None:
     _source = Run(path)
 
 
-def _worker_part(
-    fmt: str, low: int | None, high: int | None, components: tuple[str, ...], path: str | None = None
-) -> Any:
-    """A part as bytes: JSON Lines (written to ``path`` when given, and the path sent
-    instead), or the Arrow batches in Arrow's stream format (a third of the cost of
-    pickling the batches; the parent reads them without a copy)."""
+def _worker_part(fmt: str, low: int | None, high: int | None, components: tuple[str, ...], path: str) -> Any:
+    """A part written to ``path``: JSON Lines, or the Arrow batches in Arrow's stream
+    format (which the parent maps and reads without a copy)."""
     assert _source is not None
     part, rows = _part(_source, fmt, low, high, components)
-    if fmt == "jsonl" and path is not None:
+    if fmt == "jsonl":
         with open(path, "wb") as handle:
             handle.write(part)
         return path, rows
-    if fmt == "jsonl" or not part:
+    if not part:
         return part, rows
     import pyarrow as pa
 
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, part[0].schema) as stream:
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, part[0].schema) as stream:
         for batch in part:
             stream.write_batch(batch)
-    return sink.getvalue().to_pybytes(), rows
-
-
-def _arrow_part(part: Any) -> list[Any]:
-    """The Arrow batches of a part, read back from the bytes a worker sent."""
-    if not isinstance(part, bytes):
-        return part
-    import pyarrow as pa
-
-    return list(pa.ipc.open_stream(part))
+    return path, rows
 
 
 def _part(run: Run, fmt: str, low: int | None, high: int | None, components: tuple[str, ...]) -> tuple[Any, int]:
@@ -492,7 +477,16 @@ def _arrow_batches(
     return batches, count
 
 
+_UNIQUE_COLUMNS = frozenset(
+    ("rollout_id", "started_at", "ended_at", "seconds", "final_text", "messages", "turns", "logs")
+)
+"""Columns whose values rarely repeat: no dictionary is tried for them (it would be dropped)."""
+_TEXT_COLUMNS = frozenset(("final_text", "messages", "turns", "logs", "sampling", "example_args"))
+"""Columns of long text: no min/max statistics (no query filters on them)."""
+
+
 def _write_parquet(output: Path, parts: Iterator[tuple[Any, int]], components: Sequence[str]) -> int:
+    """Write the parts in order, one row group each: Arrow batches, or the path of an Arrow stream file."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -500,10 +494,20 @@ def _write_parquet(output: Path, parts: Iterator[tuple[Any, int]], components: S
         raise RuntimeError("Parquet export needs pyarrow: pip install 'benchmax[export]'") from None
     count = 0
     schema = _schema(components)
-    with pq.ParquetWriter(output, schema, compression=_PARQUET_COMPRESSION) as writer:
+    with pq.ParquetWriter(
+        output,
+        schema,
+        compression=_PARQUET_COMPRESSION,
+        use_dictionary=[name for name in schema.names if name not in _UNIQUE_COLUMNS],
+        write_statistics=[name for name in schema.names if name not in _TEXT_COLUMNS],
+    ) as writer:
         for part, rows in parts:
-            if batches := _arrow_part(part):
-                writer.write_table(pa.Table.from_batches(batches, schema))
+            if isinstance(part, str):
+                with pa.memory_map(part) as source:
+                    writer.write_table(pa.ipc.open_stream(source).read_all())
+                os.unlink(part)
+            elif part:
+                writer.write_table(pa.Table.from_batches(part, schema))
             count += rows
     return count
 
