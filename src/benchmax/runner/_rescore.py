@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import itertools
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -122,14 +124,17 @@ async def arescore(
         spent: list[tuple[CallFigures, ...]] = []
         async with session.running():
             try:
-                await asyncio.to_thread(session.adopt, source)
-                if workers == 1:
-                    for chunk in chunks:
-                        groups, figures = await scorer.score(chunk)
-                        spent.append(figures)
-                        await asyncio.to_thread(session.write_scores, groups)
-                else:
-                    await _in_workers(job, chunks, workers, session, spent)
+                # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
+                # while the first chunks are scored: they read the source, not the copy
+                async with _adopting(session, source) as adopted:
+                    if workers == 1:
+                        for chunk in chunks:
+                            groups, figures = await scorer.score(chunk)
+                            spent.append(figures)
+                            await adopted
+                            await asyncio.to_thread(session.write_scores, groups)
+                    else:
+                        await _in_workers(job, chunks, workers, session, spent, adopted)
                 await asyncio.to_thread(session.close_batches)
             finally:
                 figures = merge_figures(*spent)
@@ -178,25 +183,53 @@ def _chunks(run: Run) -> list[tuple[int, int]]:
     ]
 
 
+@asynccontextmanager
+async def _adopting(session: RunSession, source: Path) -> AsyncIterator[asyncio.Future[None]]:
+    """``session.adopt(source)`` started in a thread; the body awaits it before its first write.
+
+    It is always waited for before leaving (the thread writes through the session's
+    connection), and its failure is raised unless the body's own is already on its way."""
+    adopted = asyncio.ensure_future(asyncio.to_thread(session.adopt, source))
+    try:
+        yield adopted
+    except BaseException:
+        await asyncio.gather(asyncio.shield(adopted), return_exceptions=True)
+        raise
+    await adopted
+
+
+_CHUNKS_PER_WORKER = 2
+"""Chunks handed to each worker ahead of the writer: enough to keep it busy, few enough that a
+lagging writer holds back the workers instead of their results piling up here."""
+
+
 async def _in_workers(
     job: _Job,
     chunks: Sequence[tuple[int, int]],
     workers: int,
     session: RunSession,
     spent: list[tuple[CallFigures, ...]],
+    adopted: Awaitable[None],
 ) -> None:
     context = multiprocessing.get_context("spawn")
     loop = asyncio.get_running_loop()
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=_worker_start, initargs=(job,)
     ) as pool:
-        pending = {loop.run_in_executor(pool, _worker_score, chunk) for chunk in chunks}
+        queued = iter(chunks)
+        pending = {
+            loop.run_in_executor(pool, _worker_score, chunk)
+            for chunk in itertools.islice(queued, workers * _CHUNKS_PER_WORKER)
+        }
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
+                    for chunk in itertools.islice(queued, 1):
+                        pending.add(loop.run_in_executor(pool, _worker_score, chunk))
                     groups, figures = future.result()
                     spent.append(figures)
+                    await adopted
                     await asyncio.to_thread(session.write_scores, groups)
         finally:
             for future in pending:

@@ -125,6 +125,7 @@ class RunWriter:
         self._queue: queue.Queue[GroupWrite | ScoredGroup | _Barrier | None] = queue.Queue()
         self._source: str | None = None
         self._indexes_deferred = False
+        self._rows_written = False
         self._room = threading.Condition()
         self._queued = 0
         self._limit = max(1, max_queued_rollouts)
@@ -475,6 +476,7 @@ class RunWriter:
                     (batch,),
                 )
                 if self._conn.total_changes != changes:  # else the written figures already count every value
+                    self._rows_written = True
                     _recount_examples(self._conn, "SELECT DISTINCT example_id FROM groups WHERE batch = ?", (batch,))
             self._conn.execute("UPDATE batches SET filled_rollouts = rollouts WHERE batch = ?", (batch,))
 
@@ -506,9 +508,11 @@ class RunWriter:
             try:
                 with _transaction(self._conn, self._lock):
                     _figures.keep(self._conn)
-                # table statistics for the readers' query planner (sampled: milliseconds at a million rollouts)
-                self._conn.execute("PRAGMA analysis_limit=1000")
-                self._conn.execute("ANALYZE main")  # not an attached source run (read-only)
+                if self._rows_written or self._source is not None:
+                    # the readers' query planner statistics, for the tables as they are now (sampled,
+                    # yet a third of a second at a million rollouts: skipped when no row changed)
+                    self._conn.execute("PRAGMA analysis_limit=1000")
+                    self._conn.execute("ANALYZE main")  # not an attached source run (read-only)
             except sqlite3.Error:
                 logger.exception("keeping the run's figures failed; readers compute them instead")
         self._conn.close()
@@ -557,6 +561,7 @@ class RunWriter:
                 return
 
     def _commit(self, items: Sequence[GroupWrite | ScoredGroup]) -> None:
+        self._rows_written = True
         scored = [item for item in items if isinstance(item, ScoredGroup)]
         groups = [item for item in items if isinstance(item, GroupWrite)]
         if scored:
