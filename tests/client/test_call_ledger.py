@@ -7,6 +7,7 @@ import pytest
 
 from benchmax.client import (
     CacheSettings,
+    CallFigures,
     CallLedger,
     HttpModelClient,
     ModelError,
@@ -148,3 +149,12 @@ async def test_a_model_without_a_price_has_an_unknown_cost_never_zero(client, tm
         await scoped_client(client, role="policy").chat(body("hi", model="nobody-priced-me"), rollout_id="r")
     (figures,) = meter.log().of("r")
     assert figures.requests == 1 and figures.usd is None
+
+
+def test_call_figures_read_back_from_their_dict_with_every_field():
+    import dataclasses
+
+    figures = CallFigures("judge", "gpt-4o", 3, 1, 2, 100, 20, 5, None)
+
+    assert figures.to_dict() == dataclasses.asdict(figures)
+    assert CallFigures.from_dict(figures.to_dict()) == figures

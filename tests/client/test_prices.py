@@ -90,3 +90,20 @@ def test_the_run_keeps_where_the_table_came_from_and_each_models_price(tmp_path)
         "sources": [str(DEFAULT_PRICES)],
         "models": {"gpt-4o": {"prompt": 2.5, "completion": 10.0, "cached_prompt": 1.25}, "unknown-model": None},
     }
+
+
+def test_a_model_is_priced_the_same_on_every_lookup_and_after_pickling(tmp_path):
+    import pickle
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text(
+        '[models."acme-*"]\nprompt = 1.0\ncompletion = 2.0\n[models."acme-large"]\nprompt = 5.0\ncompletion = 6.0\n'
+    )
+    table = PriceTable.load(prices)
+
+    assert [table.price("acme-small").prompt, table.price("acme-small").prompt] == [1.0, 1.0]
+    assert table.price("acme-large").prompt == 5.0
+    assert table.price("unpriced") is None and table.price("unpriced") is None
+    copy = pickle.loads(pickle.dumps(table))
+    assert copy == table
+    assert copy.price("acme-small").prompt == 1.0

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from benchmax.auth import ModelAuth
@@ -71,7 +71,18 @@ class CallFigures:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # by hand: every rollout stores one, and ``dataclasses.asdict`` deep-copies each field
+        return {
+            "role": self.role,
+            "model": self.model,
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "usd": self.usd,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CallFigures:

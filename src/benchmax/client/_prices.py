@@ -68,6 +68,8 @@ class PriceTable:
     models: Mapping[str, ModelPrice] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     """The files the table was read from, in order (later ones win)."""
+    _found: dict[str, ModelPrice | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each model's entry once looked up: every model call is priced, against every pattern."""
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> PriceTable:
@@ -88,11 +90,17 @@ class PriceTable:
 
     def price(self, model: str) -> ModelPrice | None:
         """The entry named ``model``, else the longest glob pattern matching it, else ``None``."""
-        exact = self.models.get(model)
-        if exact is not None:
-            return exact
-        patterns = [name for name in self.models if _is_pattern(name) and fnmatch.fnmatchcase(model, name)]
-        return self.models[max(patterns, key=len)] if patterns else None
+        try:
+            return self._found[model]
+        except KeyError:
+            pass
+        found = self.models.get(model)
+        if found is None:
+            patterns = [name for name in self.models if _is_pattern(name) and fnmatch.fnmatchcase(model, name)]
+            found = self.models[max(patterns, key=len)] if patterns else None
+        if len(self._found) < 1024:
+            self._found[model] = found
+        return found
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """Dollars for ``usage`` of ``model``; ``None`` when the table does not price it."""
