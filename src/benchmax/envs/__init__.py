@@ -44,7 +44,14 @@ from benchmax.envs._types import SPLITS, DatasetSplit, JsonRow, Message, Message
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
 from benchmax.envs.base.dataset import collect_dataset_problems
 from benchmax.envs.base.env import check_env_definition, implements
-from benchmax.envs.dataset import Dataset, ListDataset, resolve_under, to_example, validate_max_examples
+from benchmax.envs.dataset import (
+    Dataset,
+    ListDataset,
+    collector_paused,
+    resolve_under,
+    to_example,
+    validate_max_examples,
+)
 from benchmax.envs.environment import Environment, check_group
 from benchmax.envs.identity import canonical_example_id
 from benchmax.envs.shared_types import (
@@ -107,6 +114,7 @@ __all__ = [
     "check_prompt_messages",
     "collect_dataset_problems",
     "collect_examples",
+    "collector_paused",
     "completion_text",
     "content_text",
     "data_directory",
