@@ -272,12 +272,12 @@ def create(conn: sqlite3.Connection) -> None:
 
 
 def defer_rollout_indexes(conn: sqlite3.Connection) -> bool:
-    """Drop the indexes of an empty ``rollouts`` table before a bulk copy into it.
+    """Drop the indexes of ``rollouts`` before a bulk copy into it (the caller checked it is empty).
 
     Returns whether they were dropped: a file whose ids are unique by column constraint
     (written before ``rollouts_by_id``) keeps them. :func:`ensure_rollout_indexes` puts them back.
     """
-    if _unique_by_constraint(conn) or conn.execute("SELECT 1 FROM rollouts LIMIT 1").fetchone():
+    if _unique_by_constraint(conn):
         return False
     for name in _ROLLOUT_INDEXES:
         conn.execute(f"DROP INDEX IF EXISTS {name}")

@@ -407,6 +407,7 @@ class RunWriter:
                 raise StoreError(f"{self.run_dir} holds rollouts already; a rescored run starts empty")
             self._conn.execute("ATTACH DATABASE ? AS src", (f"{db.resolve().as_uri()}?mode=ro",))
             self._indexes_deferred = _schema.defer_rollout_indexes(self._conn)
+            self._rows_written = True
         layout = self._source_layout()
         if layout > _schema.SCHEMA_VERSION:
             raise _schema.SchemaError(f"{db} was written by a newer benchmax; upgrade benchmax to rescore it")
@@ -508,7 +509,7 @@ class RunWriter:
             try:
                 with _transaction(self._conn, self._lock):
                     _figures.keep(self._conn)
-                if self._rows_written or self._source is not None:
+                if self._rows_written:
                     # the readers' query planner statistics, for the tables as they are now (sampled,
                     # yet a third of a second at a million rollouts: skipped when no row changed)
                     self._conn.execute("PRAGMA analysis_limit=1000")
