@@ -88,8 +88,13 @@ def pack(value: Any) -> bytes:
 
 
 def pack_json(text: bytes) -> bytes:
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _ZLIB_DICT_1)
-    return bytes((_CODEC_ZLIB_1,)) + packer.compress(text) + packer.flush()
+    # The window only has to reach back over the text, the dictionary and zlib's lookahead
+    # (262 bytes). The full 32 KB one costs ten times the compression of a typical transcript
+    # (a few hundred bytes) just to set up; a window that fits gives the same bytes
+    # (tests/store/test_store_codec.py), and any raw DEFLATE reader (``-15``) reads them.
+    window = min(max((len(text) + len(_ZLIB_DICT_1) + 262).bit_length(), 9), 15)
+    packer = zlib.compressobj(6, zlib.DEFLATED, -window, 8, zlib.Z_DEFAULT_STRATEGY, _ZLIB_DICT_1)
+    return _ZLIB_1 + packer.compress(text) + packer.flush()
 
 
 @functools.lru_cache(maxsize=64)
