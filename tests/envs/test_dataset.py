@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmax.envs import Example
+from benchmax.envs import DatasetError, Example
 from benchmax.envs.dataset import Dataset, PackedExamples
 from benchmax.envs.identity import canonical_example_id
 
@@ -63,6 +63,22 @@ def test_a_read_payload_is_fresh_so_changing_it_changes_no_later_read():
     first.payload["prompt_messages"].append({"role": "assistant", "content": "x"})
 
     assert dataset[0].payload == {"prompt_messages": [{"role": "user", "content": "q"}], "answer": "1"}
+
+
+@pytest.mark.parametrize("payload", [PAYLOADS[0], {"b": 1.5, "a": [0.1, -2.0, 1e-300]}, PAYLOADS[2]], ids=repr)
+def test_a_payload_row_reads_back_exactly_and_is_safe_from_later_changes_to_it(payload):
+    row = dict(payload)
+    dataset = Dataset([row])
+    row["added later"] = 1
+
+    assert dataset[0].id == canonical_example_id(payload)
+    assert _same(dataset[0].payload, payload)
+
+
+@pytest.mark.parametrize("payload", [{"nan": math.nan}, {"big": 2**70}, {1: "key"}, {"obj": Point(1)}], ids=repr)
+def test_a_payload_row_without_an_id_is_refused_naming_its_index(payload):
+    with pytest.raises(DatasetError, match=r"example\[1\]: payload is not a JSON object benchmax can identify"):
+        Dataset([PAYLOADS[0], payload])
 
 
 def test_payload_dicts_get_their_content_ids_and_examples_keep_theirs():

@@ -252,13 +252,22 @@ class ExampleStream:
         return self._source
 
     def __iter__(self) -> Iterator[Example[Any]]:
+        # A resumed run of a million rollouts reads every example again: the location that
+        # names a bad one is found only for a bad one, where the check runs again to say so.
+        limit = self._limit
         for index, item in enumerate(self._dataset):
-            if self._limit is not None and index >= self._limit:
+            if limit is not None and index >= limit:
                 return
-            where = example_location(self._source, self._owner, index)
-            example = to_example(item, where=where)
-            if self._prompts:
-                check_prompt_messages(example.payload, where=where)
+            try:
+                example = item if item.__class__ is Example else to_example(item, where="")
+                if self._prompts:
+                    check_prompt_messages(example.payload, where="")
+            except DatasetError:
+                where = example_location(self._source, self._owner, index)
+                example = to_example(item, where=where)
+                if self._prompts:
+                    check_prompt_messages(example.payload, where=where)
+                raise
             yield example
 
 

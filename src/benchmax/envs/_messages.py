@@ -81,7 +81,7 @@ def check_prompt_messages(payload: Any, *, where: str) -> None:
     Each message needs a string ``role`` (as in 0.2.x); ``content``, when
     present, is a string, a list of content parts or ``None``.
     """
-    if not isinstance(payload, Mapping):
+    if payload.__class__ is not dict and not isinstance(payload, Mapping):  # exact types first: the hot path
         raise DatasetError(f"{where}: a BaseEnv example payload must be a JSON object, got {type(payload).__name__}")
     messages = payload.get("prompt_messages")
     if not isinstance(messages, list) or not messages:
@@ -89,7 +89,7 @@ def check_prompt_messages(payload: Any, *, where: str) -> None:
             f"{where}: the payload needs a non-empty 'prompt_messages' list of {{role, content}} messages"
         )
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if message.__class__ is not dict and not isinstance(message, Mapping):
             raise DatasetError(f"{where}: prompt_messages[{index}] must be an object")
         role = message.get("role")
         if not isinstance(role, str) or not role:

@@ -45,8 +45,11 @@ class Dataset(Generic[Payload]):
         packed = PackedExamples()
         with collector_paused():
             for index, item in enumerate(examples):
-                example, plain = _identified(item, where=f"example[{index}]")
-                packed.append(example, plain=plain)
+                if item.__class__ is dict:  # a payload row, the usual case: packed as it is, not copied first
+                    packed.add_row(item, index=index)
+                else:
+                    example, plain = _identified(item, where=f"example[{index}]")
+                    packed.append(example, plain=plain)
         self._packed = packed
 
     @property
@@ -92,6 +95,18 @@ class PackedExamples(Sequence[Example[Any]]):
         """Add ``example``; ``plain``: its payload is known to be plain JSON (its id's check said so)."""
         self._ids.append(example.id)
         self._payloads.append(_packed(example.payload, plain=plain))
+
+    def add_row(self, row: dict[str, Any], *, index: int) -> None:
+        """Add the payload ``row`` (item ``index`` of a dataset) under its content id. A plain
+        row is kept only as its JSON, so it needs no copy to be safe from the caller's later
+        changes; any other is copied."""
+        try:
+            example_id, plain = identify(row)
+        except ValueError:
+            example_id, plain = _identify(row, f"example[{index}]")  # raises, saying where
+        packed = _packed(row, plain=plain)
+        self._ids.append(example_id)
+        self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -198,9 +213,13 @@ def _identified(item: object, *, where: str) -> tuple[Example[Any], bool]:
         return item, False
     if isinstance(item, Mapping):
         payload = dict(item)
-        try:
-            example_id, plain = identify(payload)
-        except ValueError as exc:
-            raise DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})") from None
+        example_id, plain = _identify(payload, where)
         return Example(example_id, payload), plain
     raise DatasetRowTypeError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")
+
+
+def _identify(payload: dict[str, Any], where: str) -> tuple[str, bool]:
+    try:
+        return identify(payload)
+    except ValueError as exc:
+        raise DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})") from None
