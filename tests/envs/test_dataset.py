@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmax.envs import DatasetError, Example
+from benchmax.envs import DatasetError, Example, ExampleStream
 from benchmax.envs.dataset import Dataset, PackedExamples
 from benchmax.envs.identity import canonical_example_id
 
@@ -130,3 +130,34 @@ def test_a_big_dataset_holds_its_examples_in_well_under_half_the_memory_of_the_o
 
     assert len(dataset) == 5000
     assert packed < 0.5 * objects, f"{packed} bytes packed against {objects} as objects"
+
+
+def _stream(dataset: Any, limit: int | None = None) -> ExampleStream:
+    return ExampleStream(dataset, owner="Env.create_dataset('eval')", prompts=True, limit=limit)
+
+
+def test_an_in_memory_dataset_tells_its_ids_without_reading_its_examples_and_reads_one_on_demand():
+    rows = [{"prompt_messages": [{"role": "user", "content": f"q{index}"}], "answer": index} for index in range(5)]
+    stream = _stream(Dataset(rows))
+
+    assert list(stream.known_ids() or ()) == [example.id for example in stream]
+    assert list(_stream(Dataset(rows), limit=3).known_ids() or ()) == [canonical_example_id(r) for r in rows[:3]]
+    assert stream.example_at(4) == Example(canonical_example_id(rows[4]), rows[4])
+
+
+def test_a_dataset_that_reads_its_examples_its_own_way_tells_no_ids():
+    class Shuffled(Dataset[dict[str, Any]]):
+        def __iter__(self):
+            return reversed([self[index] for index in range(len(self))])
+
+    assert _stream(Shuffled([{"prompt_messages": [{"role": "user", "content": "q"}]}])).known_ids() is None
+    assert _stream([Example("x", {"prompt_messages": [{"role": "user"}]})]).known_ids() is None
+
+
+def test_an_example_read_on_demand_is_checked_and_a_bad_one_named_by_its_place():
+    stream = _stream(Dataset([{"prompt_messages": [{"role": "user", "content": "q"}]}, {"prompt_messages": []}]))
+
+    with pytest.raises(DatasetError, match=r"Env\.create_dataset\('eval'\)\[1\]: the payload needs a non-empty"):
+        stream.example_at(1)
+    with pytest.raises(DatasetError, match=r"Env\.create_dataset\('eval'\)\[1\]: the payload needs a non-empty"):
+        list(stream)

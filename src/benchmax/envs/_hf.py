@@ -196,6 +196,10 @@ class HFDataset(Dataset[Payload]):
     def __getitem__(self, index: int) -> Example[Payload]:
         return self._all()[index]
 
+    def _known_ids(self) -> Sequence[str] | None:
+        """The ids, once a pass has kept the examples (a streamed dataset's are not known ahead)."""
+        return None if self._examples_read is None else self._examples_read.ids
+
     def _all(self) -> PackedExamples:
         if self._examples_read is None:
             self._examples_read = PackedExamples(self._stream())

@@ -19,7 +19,7 @@ import re
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,23 +252,40 @@ class ExampleStream:
         return self._source
 
     def __iter__(self) -> Iterator[Example[Any]]:
-        # A resumed run of a million rollouts reads every example again: the location that
-        # names a bad one is found only for a bad one, where the check runs again to say so.
         limit = self._limit
         for index, item in enumerate(self._dataset):
             if limit is not None and index >= limit:
                 return
-            try:
-                example = item if item.__class__ is Example else to_example(item, where="")
-                if self._prompts:
-                    check_prompt_messages(example.payload, where="")
-            except DatasetError:
-                where = example_location(self._source, self._owner, index)
-                example = to_example(item, where=where)
-                if self._prompts:
-                    check_prompt_messages(example.payload, where=where)
-                raise
-            yield example
+            yield self._checked(index, item)
+
+    def known_ids(self) -> Sequence[str] | None:
+        """The examples' ids in order when the dataset knows them without reading its examples
+        (an in-memory :class:`Dataset`); ``None`` otherwise. Read the examples themselves with
+        :meth:`example_at`."""
+        hook = getattr(self._dataset, "_known_ids", None)
+        ids = hook() if callable(hook) else None
+        if ids is None:
+            return None
+        return ids[: self._limit] if self._limit is not None else ids
+
+    def example_at(self, index: int) -> Example[Any]:
+        """Example ``index``, checked as iterating checks it."""
+        return self._checked(index, self._dataset[index])
+
+    def _checked(self, index: int, item: object) -> Example[Any]:
+        # A resumed run of a million rollouts reads every example again: the location that
+        # names a bad one is found only for a bad one, where the check runs again to say so.
+        try:
+            example = item if item.__class__ is Example else to_example(item, where="")
+            if self._prompts:
+                check_prompt_messages(example.payload, where="")
+        except DatasetError:
+            where = example_location(self._source, self._owner, index)
+            example = to_example(item, where=where)
+            if self._prompts:
+                check_prompt_messages(example.payload, where=where)
+            raise
+        return example  # type: ignore[return-value]
 
 
 async def open_dataset(

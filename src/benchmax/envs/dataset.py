@@ -73,6 +73,16 @@ class Dataset(Generic[Payload]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} examples)"
 
+    def _known_ids(self) -> Sequence[str] | None:
+        """The examples' ids in order, when they are known without reading a payload: a resumed
+        run compares them with the stored ones and reads only the examples it has left to run.
+        ``None`` for a subclass that reads its examples its own way."""
+        cls = type(self)
+        if cls.__iter__ is not Dataset.__iter__ or cls.__getitem__ is not Dataset.__getitem__:
+            return None
+        packed = self.__dict__.get("_packed")
+        return packed.ids if isinstance(packed, PackedExamples) else None
+
 
 class PackedExamples(Sequence[Example[Any]]):
     """Examples held compactly: each payload as its JSON when JSON reads it back exactly.
@@ -107,6 +117,11 @@ class PackedExamples(Sequence[Example[Any]]):
         packed = _packed(row, plain=plain)
         self._ids.append(example_id)
         self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """The examples' ids, in order (read-only: not a copy)."""
+        return self._ids
 
     def __len__(self) -> int:
         return len(self._ids)

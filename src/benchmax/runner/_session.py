@@ -22,7 +22,7 @@ from typing import Any, Literal
 from benchmax import __version__
 from benchmax.client import CallLog, Outage, total_usd
 from benchmax.engine import GroupResult
-from benchmax.envs import Example
+from benchmax.envs import Example, ExampleStream
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.store import (
     DB_NAME,
@@ -180,6 +180,12 @@ class RunSession:
         groups only: a resumed run of a million examples is mostly stored ones.
         """
         repeats: dict[str, int] = {}
+        stream = examples if isinstance(examples, ExampleStream) else None
+        ids = stream.known_ids() if stream is not None and self.resumed and self.writer.has_examples() else None
+        if ids is not None:
+            # The dataset knows its ids: they alone are checked against the stored ones, and only
+            # the examples left to run are read (a stored id was checked when its example first ran).
+            examples = (Example(example_id, None) for example_id in ids)
         positioned = self.writer.synced(split, examples, resume=self.resumed) if sync else self.writer.located(examples)
         for chunk in positioned:
             done = self.writer.completed_in(chunk[0][0], chunk[-1][0])
@@ -189,6 +195,9 @@ class RunSession:
                 if first != index:
                     occurrence = repeats[example.id] = repeats.get(example.id, 0) + 1
                 if group_id(split, example.id, occurrence=occurrence) not in done:
+                    if ids is not None:
+                        assert stream is not None
+                        example = stream.example_at(index)
                     pending.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
             yield len(chunk), pending
 

@@ -275,6 +275,10 @@ class RunWriter:
                 f"({stored} distinct) stored, {count} ({firsts} distinct) now; resume needs the same data"
             )
 
+    def has_examples(self) -> bool:
+        """Whether the run's dataset is stored (a resumed run's, unless it stopped before that)."""
+        return bool(self._read("SELECT 1 FROM examples LIMIT 1"))
+
     def located(self, examples: Iterable[Example]) -> Iterator[list[tuple[int, Example, int]]]:
         """Like :meth:`synced` on a run whose dataset is stored already, without checking it again."""
         for chunk in _chunks(enumerate(examples), _CHUNK):
