@@ -143,7 +143,8 @@ async def test_the_sandbox_is_gone_after_a_model_failure_and_after_cancellation(
             make_engine(env).run_group([RolloutRequest("c", example, "scripted", server.base_url)])
         )
         assert await eventually(
-            lambda: "c" in env.sandboxes and "sleep 300" in " ".join(sandbox_processes(env.seen["c"]).values())
+            # the sandbox is listed while it starts, before the context has recorded its id
+            lambda: "c" in env.seen and "sleep 300" in " ".join(sandbox_processes(env.seen["c"]).values())
         )
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
