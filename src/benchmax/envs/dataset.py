@@ -80,7 +80,7 @@ class Dataset(Generic[Payload]):
         cls = type(self)
         if cls.__iter__ is not Dataset.__iter__ or cls.__getitem__ is not Dataset.__getitem__:
             return None
-        packed = self.__dict__.get("_packed")
+        packed = getattr(self, "_packed", None)
         return packed.ids if isinstance(packed, PackedExamples) else None
 
 
@@ -112,8 +112,8 @@ class PackedExamples(Sequence[Example[Any]]):
         changes; any other is copied."""
         try:
             example_id, plain = identify(row)
-        except ValueError:
-            example_id, plain = _identify(row, f"example[{index}]")  # raises, saying where
+        except ValueError as exc:
+            raise _unidentifiable(f"example[{index}]", exc) from None
         packed = _packed(row, plain=plain)
         self._ids.append(example_id)
         self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
@@ -228,13 +228,13 @@ def _identified(item: object, *, where: str) -> tuple[Example[Any], bool]:
         return item, False
     if isinstance(item, Mapping):
         payload = dict(item)
-        example_id, plain = _identify(payload, where)
+        try:
+            example_id, plain = identify(payload)
+        except ValueError as exc:
+            raise _unidentifiable(where, exc) from None
         return Example(example_id, payload), plain
     raise DatasetRowTypeError(f"{where}: expected an Example or a payload dict, got {type(item).__name__}")
 
 
-def _identify(payload: dict[str, Any], where: str) -> tuple[str, bool]:
-    try:
-        return identify(payload)
-    except ValueError as exc:
-        raise DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})") from None
+def _unidentifiable(where: str, exc: ValueError) -> DatasetError:
+    return DatasetError(f"{where}: payload is not a JSON object benchmax can identify ({exc})")

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,12 +180,14 @@ class RunSession:
         groups only: a resumed run of a million examples is mostly stored ones.
         """
         repeats: dict[str, int] = {}
-        stream = examples if isinstance(examples, ExampleStream) else None
-        ids = stream.known_ids() if stream is not None and self.resumed and self.writer.has_examples() else None
-        if ids is not None:
-            # The dataset knows its ids: they alone are checked against the stored ones, and only
-            # the examples left to run are read (a stored id was checked when its example first ran).
-            examples = (Example(example_id, None) for example_id in ids)
+        read_example: Callable[[int], Example[Any]] | None = None
+        if isinstance(examples, ExampleStream) and self.resumed and self.writer.has_examples():
+            ids = examples.known_ids()
+            if ids is not None:
+                # The dataset knows its ids: they alone are checked against the stored ones, and only
+                # the examples left to run are read (a stored id was checked when its example first ran).
+                read_example = examples.example_at
+                examples = (Example(example_id, None) for example_id in ids)
         positioned = self.writer.synced(split, examples, resume=self.resumed) if sync else self.writer.located(examples)
         for chunk in positioned:
             done = self.writer.completed_in(chunk[0][0], chunk[-1][0])
@@ -195,9 +197,8 @@ class RunSession:
                 if first != index:
                     occurrence = repeats[example.id] = repeats.get(example.id, 0) + 1
                 if group_id(split, example.id, occurrence=occurrence) not in done:
-                    if ids is not None:
-                        assert stream is not None
-                        example = stream.example_at(index)
+                    if read_example is not None:
+                        example = read_example(index)
                     pending.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
             yield len(chunk), pending
 
