@@ -5,7 +5,9 @@ Each mode trains the same config from the same seed in a fresh process:
 (``--async-steps 0``), ``async`` generates step k+1 while step k trains
 (``--async-steps 1``, importance-corrected). The modes alternate (the order
 flips per repeat) so drift in machine load hits both. Printed: steps per minute
-of the training loop (load, probe and eval excluded), the ratio, the reward of
+of the training loop (load, probe and eval excluded), the rollouts and completion
+tokens each run generated (a step's time follows them: refills of dead groups differ by run),
+milliseconds per completion token, both ratios, the reward of
 every rollout generated per step (the curve), the IS ratio and staleness::
 
     nice -n 10 python bench/train_async.py --steps 10 -- examples/math \\
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 MODES = {"sync": ["--async-steps", "0"], "async": ["--async-steps", "1"]}
 
@@ -56,25 +59,32 @@ def main() -> None:
             with Run(run_dir) as run:
                 steps = run.steps()
                 seconds = float(run.meta.get("train_seconds") or 0.0)
-            rows.append((mode, repeat, steps, seconds, load, os.getloadavg()[0]))
+                work = _work(run)
+            rows.append((mode, repeat, steps, seconds, load, os.getloadavg()[0], work))
     print()
-    print("| mode | steps | train s | steps/min | mean reward (all rollouts) | IS ratio min-max | staleness | load |")
-    print("|---|---:|---:|---:|---:|---|---:|---|")
+    print(
+        "| mode | steps | train s | steps/min | rollouts | completion tokens | ms/token"
+        " | mean reward (all rollouts) | IS ratio min-max | staleness | load |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
-    for mode, repeat, steps, seconds, start, end in rows:
+    per_token: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for mode, repeat, steps, seconds, start, end, (rollouts, tokens) in rows:
         rewards = [metrics.get("generated/reward", 0.0) for _, _, metrics in steps]
         low = min((metrics.get("is_ratio/min", 1.0) for _, _, metrics in steps), default=1.0)
         high = max((metrics.get("is_ratio/max", 1.0) for _, _, metrics in steps), default=1.0)
         stale = max((metrics.get("policy/staleness_max", 0.0) for _, _, metrics in steps), default=0.0)
         rate = 60 * len(steps) / seconds if seconds else float("nan")
         rates[mode].append(rate)
+        milliseconds = 1000 * seconds / tokens if tokens else float("nan")
+        per_token[mode].append(milliseconds)
         mean = sum(rewards) / max(1, len(rewards))
         print(
-            f"| {mode} #{repeat} | {len(steps)} | {seconds:.0f} | {rate:.2f} | {mean:.3f}"
-            f" | {low:.2f}-{high:.2f} | {stale:g} | {start:.1f}-{end:.1f} |"
+            f"| {mode} #{repeat} | {len(steps)} | {seconds:.0f} | {rate:.2f} | {rollouts} | {tokens}"
+            f" | {milliseconds:.1f} | {mean:.3f} | {low:.2f}-{high:.2f} | {stale:g} | {start:.1f}-{end:.1f} |"
         )
     print()
-    for mode, repeat, steps, _, _, _ in rows:
+    for mode, repeat, steps, _, _, _, _ in rows:
         names = sorted({key for _, _, m in steps for key in m if key.startswith("generated/")})
         if args.component:
             names = [f"generated/{args.component}"]
@@ -83,6 +93,19 @@ def main() -> None:
             print(f"{mode} #{repeat} {name.removeprefix('generated/')} per step: {curve}")
     ratios = [a / s for a, s in zip(rates["async"], rates["sync"], strict=False)]
     print("async / sync steps per minute: " + ", ".join(f"{ratio:.2f}x" for ratio in ratios))
+    # a step's time follows its work (dead-group refills, turns, tokens), which differs by run
+    speed = [s / a for a, s in zip(per_token["async"], per_token["sync"], strict=False)]
+    print("async / sync completion tokens per second: " + ", ".join(f"{ratio:.2f}x" for ratio in speed))
+
+
+def _work(run: Any) -> tuple[int, int]:
+    """The training rollouts a run generated and their completion tokens (refills included)."""
+    rollouts = tokens = 0
+    for rollout in run.rollouts():
+        if rollout.split == "train":
+            rollouts += 1
+            tokens += rollout.completion_tokens or 0
+    return rollouts, tokens
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
 
 from benchmax.store import DB_NAME, Run
-from benchmax.train import build, run
+from benchmax.train import TrainConfig, TrainError, build, run
 
 ENV_FILE = str(Path(__file__).with_name("calculator_env.py"))
 
@@ -240,3 +240,36 @@ def test_a_training_that_breaks_is_marked_failed_with_the_reason_not_left_runnin
         assert stored.meta["status"] == "failed"
         assert stored.meta["error"] == "RuntimeError: the GPU fell off the bus"
         assert len(stored) == 8, "the step that ran is stored"
+
+
+def test_by_default_generation_runs_one_step_ahead_from_a_copy_and_the_run_records_it(
+    tiny_model_dir, tool_bias, tmp_path
+):
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=1)
+    try:
+        assert session.config.async_steps == 1
+        # the trainer updates its model while the policy generates the next step from a copy
+        assert session.policy.model is not session.trainer.model
+        run(session)
+    finally:
+        session.close()
+    with Run(tmp_path / "run") as stored:
+        assert stored.meta["train"]["async_steps"] == 1
+
+
+def test_several_passes_per_batch_train_synchronously_by_default_and_refuse_an_explicit_k(
+    tiny_model_dir, tool_bias, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="benchmax.train")
+    session = _session(tiny_model_dir, tmp_path / "run", tool_bias, max_steps=1, trl_args={"num_iterations": 2})
+    try:
+        assert session.config.async_steps == 0
+        assert session.policy.model is session.trainer.model
+        result = run(session)
+    finally:
+        session.close()
+    assert result.steps == 1
+    said = [record.getMessage() for record in caplog.records]
+    assert any("async_steps=0" in line and "num_iterations" in line for line in said)
+    with pytest.raises(TrainError, match="num_iterations"):
+        TrainConfig(trl_args={"num_iterations": 2}, async_steps=1)

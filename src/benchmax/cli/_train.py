@@ -67,8 +67,12 @@ def train_command(
     ] = [],  # noqa: B006
     cache: Annotated[str | None, typer.Option(hidden=True, help="Refused: training never caches replies.")] = None,
     async_steps: Annotated[
-        int, typer.Option(help="Generate up to K steps ahead of training (0: synchronous); IS-corrected.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            help="Generate up to K steps ahead of training (0: synchronous); IS-corrected. "
+            "Default: 1, or 0 with --trl-arg num_iterations>1."
+        ),
+    ] = None,
     dead_groups: Annotated[
         str, typer.Option(help="'drop': don't train on groups whose siblings all score the same; refill the step.")
     ] = "drop",
