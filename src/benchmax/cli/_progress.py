@@ -24,6 +24,20 @@ from benchmax.engine import GroupResult
 from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
 
 
+def rate_text(done: int, seconds: float) -> str:
+    """Rollouts per second to the digits that mean something.
+
+    A slow model (the embedded one on two cores: a rollout every half minute)
+    must not read "0.0 rollouts/s", as if nothing moved; a fast one needs no decimals.
+    """
+    rate = done / max(seconds, 1e-9)
+    if rate >= 10:
+        return f"{rate:,.0f} rollouts/s"
+    if rate >= 1 or rate == 0:
+        return f"{rate:.1f} rollouts/s"
+    return f"{rate:.2g} rollouts/s"
+
+
 class LiveProgress:
     """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages.
 
@@ -81,9 +95,7 @@ class LiveProgress:
                 self._counts[name] += 1
         self._done_here += len(result.outcomes)
         elapsed = max(time.perf_counter() - self._started, 1e-9)
-        self._progress.update(
-            self._task, advance=len(result.outcomes), rate=f"{self._done_here / elapsed:.1f} rollouts/s"
-        )
+        self._progress.update(self._task, advance=len(result.outcomes), rate=rate_text(self._done_here, elapsed))
         self._live.update(self._render())
 
     def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None:
