@@ -94,7 +94,7 @@ class LiveProgress:
                 self._sums[name] += value
                 self._counts[name] += 1
         self._done_here += len(result.outcomes)
-        elapsed = max(time.perf_counter() - self._started, 1e-9)
+        elapsed = time.perf_counter() - self._started
         self._progress.update(self._task, advance=len(result.outcomes), rate=rate_text(self._done_here, elapsed))
         self._live.update(self._render())
 

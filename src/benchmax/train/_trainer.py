@@ -127,11 +127,16 @@ class TrainConfig:
             raise TrainError(f"train_layers must be >= 1 (or unset: train every weight), got {self.train_layers}")
         if self.eval_group_size < 0:
             raise TrainError(f"eval_group_size must be >= 0 (0: no eval), got {self.eval_group_size}")
-        if self.async_steps and int(self.trl_args.get("num_iterations", 1)) != 1:
+        if self.async_steps and self.passes_per_batch != 1:
             raise TrainError(
                 "async_steps needs num_iterations=1 (one optimisation pass per batch, the importance "
                 "weights are taken against the model at that pass); set async_steps=0 to use num_iterations"
             )
+
+    @property
+    def passes_per_batch(self) -> int:
+        """TRL's ``num_iterations``: optimisation passes over each generated batch."""
+        return int(self.trl_args.get("num_iterations", 1))
 
     def to_meta(self) -> dict[str, Any]:
         data = asdict(self)
@@ -619,7 +624,7 @@ def _trainer(
         rollout_func=bridge,
         callbacks=[_RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
     )
-    trainer.benchmax_correct = int(arguments.get("num_iterations", 1)) == 1
+    trainer.benchmax_correct = config.passes_per_batch == 1
     # benchmax reports each step itself (a line per step, metrics.jsonl, the run store)
     trainer.remove_callback(PrinterCallback)
     return trainer
@@ -635,7 +640,7 @@ def _auto_async_steps(config: TrainConfig) -> tuple[int, str]:
     importance weights at one pass, so they get synchronous steps instead of
     the error an explicit ``async_steps`` gets.
     """
-    if int(config.trl_args.get("num_iterations", 1)) != 1:
+    if config.passes_per_batch != 1:
         return 0, "num_iterations > 1 needs synchronous steps"
     return 1, "generation overlaps the training step"
 
