@@ -100,7 +100,12 @@ def eval_command(
         ),
     ] = _DEFAULT_ENGINE.max_outage,
     max_requests: Annotated[
-        int, typer.Option(min=1, help="Model requests in flight per endpoint, shared by all rollouts.")
+        int,
+        typer.Option(
+            min=1,
+            help="Model requests in flight per endpoint, shared by all rollouts (at most: fewer while this "
+            "process's event loop is saturated and more would only wait for it).",
+        ),
     ] = _DEFAULT_ENGINE.max_concurrent_requests,
     max_content_chars: Annotated[
         int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")

@@ -44,6 +44,7 @@ from benchmax.client._gate import (
     Outage,
 )
 from benchmax.client._http import DEFAULT_CONNECT_TIMEOUT, ClientStats, HttpModelClient
+from benchmax.client._limit import RequestLimit
 from benchmax.client._pool import ClientPool
 from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, PriceTable, PriceTableError
 from benchmax.client._retry import RetryPolicy
@@ -83,6 +84,7 @@ __all__ = [
     "PriceTable",
     "PriceTableError",
     "ReplicaRouter",
+    "RequestLimit",
     "ResponseCache",
     "RetryPolicy",
     "Role",

@@ -26,6 +26,7 @@ import orjson
 
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, FailureKind, Unavailable
+from benchmax.client._limit import RequestLimit
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason, Usage
@@ -91,6 +92,8 @@ class HttpModelClient:
     ``auth`` signs requests that bring no ``auth`` of their own. ``gate`` is the
     endpoint's health gate (one is made with ``max_outage`` when not given).
     ``connect_timeout`` bounds opening a connection, within ``timeout``.
+    At most ``max_concurrency`` requests are in flight; with ``adapt_concurrency``
+    fewer while the event loop sending them is saturated (see ``RequestLimit``).
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class HttpModelClient:
         *,
         timeout: float = 600.0,
         max_concurrency: int = 256,
+        adapt_concurrency: bool = True,
         retry: RetryPolicy | None = None,
         gate: EndpointGate | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
@@ -111,16 +115,22 @@ class HttpModelClient:
         self.timeout = timeout
         self.connect_timeout = min(connect_timeout, timeout)
         self.max_concurrency = max_concurrency
+        self.adapt_concurrency = adapt_concurrency
         self.retry = retry or RetryPolicy()
         self.stats = ClientStats()
         self.gate = gate or EndpointGate(self.base_url, probe=self.probe, max_outage=max_outage)
         self._static = _static_headers(auth)
         self._session: aiohttp.ClientSession | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._limit: RequestLimit | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"HttpModelClient({self.base_url!r})"
+
+    @property
+    def request_limit(self) -> int:
+        """Requests this client lets into flight now: ``max_concurrency``, or fewer while its loop is saturated."""
+        return self.max_concurrency if self._limit is None else self._limit.limit
 
     def _ensure_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -131,7 +141,7 @@ class HttpModelClient:
                 timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout),
                 skip_auto_headers=("User-Agent",),
             )
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._limit = RequestLimit(self.max_concurrency, adaptive=self.adapt_concurrency, name=self.base_url)
             self._loop = loop
         return self._session
 
@@ -277,7 +287,8 @@ class HttpModelClient:
         wait: bool = True,
     ) -> T:
         session = self._ensure_session()
-        assert self._semaphore is not None
+        limit = self._limit
+        assert limit is not None
         attempt = 0
         seen: float | None = None
         gate = self.gate
@@ -291,8 +302,13 @@ class HttpModelClient:
             attempt += 1
             self.stats.requests += 1
             try:
-                async with self._semaphore:
+                granted = await limit.acquire()
+                try:
                     result = parse(await self._once(session, method, url, payload, headers))
+                except BaseException:
+                    limit.release(granted, served=False)
+                    raise
+                limit.release(granted)
                 gate.success()
                 return result
             except _Retryable as failure:

@@ -30,11 +30,13 @@ class ClientPool:
         *,
         timeout: float = 600.0,
         max_concurrency: int = 256,
+        adapt_concurrency: bool = True,
         retry: RetryPolicy | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
     ) -> None:
         self.timeout = timeout
         self.max_concurrency = max_concurrency
+        self.adapt_concurrency = adapt_concurrency
         self.retry = retry
         self.max_outage = max_outage
         self._endpoints: dict[str, ModelClient] = {}
@@ -68,6 +70,7 @@ class ClientPool:
                 key,
                 timeout=self.timeout,
                 max_concurrency=self.max_concurrency,
+                adapt_concurrency=self.adapt_concurrency,
                 retry=self.retry,
                 max_outage=self.max_outage,
             )

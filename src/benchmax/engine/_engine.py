@@ -92,6 +92,9 @@ class EngineConfig:
     max_concurrent_requests: int = 256
     """Requests in flight per endpoint, shared by all rollouts (vLLM's default
     ``max_num_seqs`` is 256: more only queues inside the server)."""
+    adapt_requests: bool = True
+    """Send fewer than ``max_concurrent_requests`` while this process's event loop is
+    saturated, where more would only queue here (``benchmax.client.RequestLimit``)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_outage: float = _DEFAULT_MAX_OUTAGE
     """Seconds an endpoint may stay down while its requests wait; past it they fail."""
@@ -101,6 +104,16 @@ class EngineConfig:
     """Tool result text kept and sent back per call (longer is truncated, and marked)."""
     max_log_records: int = 1000
     log_level: int = logging.INFO
+
+    def client_pool(self) -> ClientPool:
+        """The model clients these limits ask for (an engine's own, or a run's shared by its engines)."""
+        return ClientPool(
+            timeout=self.request_timeout,
+            max_concurrency=self.max_concurrent_requests,
+            adapt_concurrency=self.adapt_requests,
+            retry=self.retry,
+            max_outage=self.max_outage,
+        )
 
     def __post_init__(self) -> None:
         for name in ("request_timeout", "tool_timeout", "rollout_timeout", "max_outage"):
@@ -175,12 +188,7 @@ class Engine:
     ) -> None:
         self.env = env
         self.config = config or EngineConfig()
-        self.clients = clients or ClientPool(
-            timeout=self.config.request_timeout,
-            max_concurrency=self.config.max_concurrent_requests,
-            retry=self.config.retry,
-            max_outage=self.config.max_outage,
-        )
+        self.clients = clients or self.config.client_pool()
         self._name = type(env).__name__
         self._base = isinstance(env, BaseEnv)
         self._own_rollout = not self._base or implements(env, "run_rollout")

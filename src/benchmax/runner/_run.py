@@ -272,12 +272,7 @@ def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
     clients = getattr(executor, "clients", None)
     if isinstance(clients, ClientPool):
         return clients
-    return ClientPool(
-        timeout=config.engine.request_timeout,
-        max_concurrency=config.engine.max_concurrent_requests,
-        retry=config.engine.retry,
-        max_outage=config.engine.max_outage,
-    )
+    return config.engine.client_pool()
 
 
 _KEEP_PENDING = 100_000
