@@ -54,7 +54,7 @@ class StepReport:
         cells["stale"] = "-" if self.staleness is None else f"{self.staleness:g}"
         if self.mismatches:
             cells["tokens"] = f"{self.mismatches} mismatched"
-        cells["seconds"] = "-" if self.seconds is None else f"{self.seconds:.1f}"
+        cells["seconds"] = _seconds(self.seconds)
         return cells
 
     def line(self) -> str:
@@ -103,3 +103,14 @@ def step_report(
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _seconds(value: float | None) -> str:
+    """A step's time to the digits that mean something.
+
+    A fast step (a tiny model whose groups are all dead) takes a few
+    hundredths of a second; "0.0" would read as if the step did nothing.
+    """
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value >= 0.1 or value == 0 else f"{value:.2g}"
