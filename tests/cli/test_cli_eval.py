@@ -56,8 +56,8 @@ def test_the_summary_prints_the_hand_computed_figures_of_the_run(tmp_path, serve
     assert _cells(out, "finished") == ["finished", "4"]
     assert _cells(out, "model_error") == ["model_error", "2"]
     ids = [canonical_example_id(item) for item in rows]
-    # each example shows its prompt on one line, beside its passes
-    assert [_cells(out, example_id)[1:] for example_id in ids] == [
+    # each example shows its short id and its prompt on one line, beside its passes
+    assert [_cells(out, example_id[:8])[1:] for example_id in ids] == [
         ['both right #answers: ["4"]', "2/2", "100%"],
         ['one right #answers: ["7", "x"]', "1/2", "50%"],
         ['both fail #answers: ["1"] #script: [{"status": 400}]', "0/2", "0%"],
@@ -256,5 +256,5 @@ def test_the_summary_samples_show_the_task_beside_the_answer_with_images_as_plac
     assert lines[at + 6 : at + 9] == [
         "    prompt: Say blue [bold]please[/bold]", "    fields: answer=blue", "    answer: red",
     ]  # fmt: skip
-    assert _cells(result.stdout, canonical_example_id(rows[1]))[1:] == ["Say blue [bold]please[/bold]", "0/1", "0%"]
+    assert _cells(result.stdout, canonical_example_id(rows[1])[:8])[1:] == ["Say blue [bold]please[/bold]", "0/1", "0%"]
     assert "base64" not in result.stdout and "iVBOR" not in result.stdout

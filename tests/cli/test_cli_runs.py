@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pyarrow.parquet as pq
 import pytest
-from runkit import ENV_FILE, ENV_SPEC, row, run_cli, write_split
+from runkit import ENV_FILE, ENV_SPEC, cli_env, row, run_cli, write_split
 
 from benchmax import open_run
 from benchmax.envs import SamplingParams, canonical_example_id
@@ -79,7 +79,7 @@ def test_rescore_after_a_reward_change_then_diff_shows_the_deltas(stored, tmp_pa
     # One component is the total reward: each figure is listed once, the example by its prompt.
     assert rows == [
         ["correct", "0.5000", "1.0000", "+0.5000"],
-        [right, 'right #answers: ["4"]', "1.0000", "2.0000", "+1.0000"],
+        [right[:8], "1.0000", "2.0000", "+1.0000", 'right #answers: ["4"]'],
     ]
     assert "examples with the largest changes (1 example changed)" in diffed.stdout
     assert "warning: env code differs: A " in diffed.stdout and "changed: env.py" in diffed.stdout
@@ -211,12 +211,35 @@ async def test_diff_of_a_multi_component_env_shows_one_row_per_example_with_each
     table = [[cell.strip() for cell in line.split("│")[1:-1]] for line in diffed.stdout.splitlines() if "│" in line]
     header = next(line for line in diffed.stdout.splitlines() if "example" in line and "┃" in line)
     assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-        "example", "prompt", "A", "B", "delta", "delta bonus", "delta correct",
+        "example", "A", "B", "delta", "changed components", "prompt",
     ]  # fmt: skip
     right = canonical_example_id(rows[0])
     assert table == [
         ["reward", "0.8750", "1.3750", "+0.5000"],
         ["bonus", "0.3750", "0.3750", "+0.0000"],
         ["correct", "0.5000", "1.0000", "+0.5000"],
-        [right, 'right with bonus #answers: ["4"]', "1.5000", "2.5000", "+1.0000", "+0.0000", "+1.0000"],
+        [right[:8], "1.5000", "2.5000", "+1.0000", "correct +1.0000", 'right with bonus #answers: ["4"]'],
     ]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+async def test_diff_fits_the_terminal_with_whole_ids_and_numbers_and_cuts_only_the_prompt(tmp_path, server, columns):
+    long_prompt = "a prompt far longer than any terminal is wide " * 4
+    rows = [row("4", f"right {long_prompt}", bonus=0.5), row("x", f"wrong {long_prompt}", answers=["y"], bonus=0.25)]
+    (tmp_path / "env.py").write_text(ENV_FILE.read_text())
+    a = await _run(tmp_path, server, "a", rows, env=f"{tmp_path / 'env.py'}:ScoredEnv")
+    env_file = tmp_path / "env.py"
+    env_file.write_text(env_file.read_text().replace(ANCHOR, DOUBLED))
+    assert run_cli("rescore", a, "--run-dir", tmp_path / "b").returncode == 0
+
+    diffed = run_cli("diff", a, tmp_path / "b", env=cli_env(COLUMNS=str(columns)))
+
+    assert diffed.returncode == 0, diffed.stdout
+    lines = diffed.stdout.splitlines()
+    table_lines = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert max(len(line) for line in table_lines) <= columns, diffed.stdout
+    [example] = [line for line in lines if line.startswith("│ ") and "correct +1.0000" in line]
+    cells = [cell.strip() for cell in example.split("│")[1:-1]]
+    assert cells[:4] == [canonical_example_id(rows[0])[:8], "1.5000", "2.5000", "+1.0000"], diffed.stdout
+    assert cells[5].startswith("right a") and cells[5].endswith("…"), "only the prompt is cut"
+    assert "..." not in diffed.stdout and "…" not in "".join(cells[:5])

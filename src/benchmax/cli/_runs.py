@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from benchmax.cli._output import command_line, error_line, plural
+from benchmax.cli._output import command_line, error_line, fit_table, plural
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
 from benchmax.store import FORMATS, HEADLINE, Delta, Run, RunDiff, diff_runs, export_run, provenance_changes
@@ -148,7 +148,9 @@ def diff_command(
             console.print(f"[yellow]warning:[/] {escape(problem)}", soft_wrap=True, highlight=False)
         changes = provenance_changes(a.meta.get("provenance"), b.meta.get("provenance"))
         rows = _example_rows(result)
-        prompts = a.prompts([row.example_id for row in rows[:examples]])
+        shown_ids = [row.example_id for row in rows[:examples]]
+        prompts = a.prompts(shown_ids)
+        short = a.short_ids(shown_ids, among=[b])
     for change in changes:
         label = "[yellow]warning:[/] " if change.warning else "note: "
         console.print(f"{label}{escape(change.text)}", soft_wrap=True, highlight=False)
@@ -157,41 +159,66 @@ def diff_command(
     names = [delta.component for delta in result.components if delta.component != HEADLINE]
     single = len(names) == 1 and _same_deltas(result, names[0])
     table = Table(title="components (B - A)", title_justify="left")
-    for column in ("component", "A", "B", "delta"):
-        table.add_column(column, justify="left" if column == "component" else "right")
+    table.add_column("component", overflow="fold")
+    for column in ("A", "B", "delta"):
+        table.add_column(column, justify="right", no_wrap=True)
     for delta in result.components:
         if single and delta.component == HEADLINE:
             continue  # one component: the total is that component, row for row
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    shown = [] if single else names
     if not rows:
         console.print(f"examples: none changed ({plural(result.shared, 'example')} compared)", highlight=False)
     else:
-        _print_examples(rows[:examples], len(rows), prompts, shown)
+        _print_examples(rows[:examples], len(rows), prompts, short, per_component=not single)
     if result.only_in_a or result.only_in_b:
         console.print(
             f"examples only in A: {len(result.only_in_a):,}, only in B: {len(result.only_in_b):,} (not compared)"
         )
 
 
-def _print_examples(rows: list[_ExampleRow], changed: int, prompts: dict[str, str], shown: list[str]) -> None:
+def _print_examples(
+    rows: list[_ExampleRow], changed: int, prompts: dict[str, str], short: dict[str, str], *, per_component: bool
+) -> None:
+    """One row per changed example, laid out for an 80-column terminal.
+
+    The id is its short form and never wraps, the numbers never shrink; the
+    components that changed are named in one column (a column per component
+    does not fit 80 columns past two of them), and the prompt takes what width
+    is left, cut with an ellipsis.
+    """
     console.print(f"examples with the largest changes ({plural(changed, 'example')} changed)", highlight=False)
     per_example = Table()
-    per_example.add_column("example", overflow="fold")
-    per_example.add_column("prompt", ratio=1, no_wrap=True, overflow="ellipsis")
-    for column in ("A", "B", "delta", *(f"delta {name}" for name in shown)):
-        per_example.add_column(column, justify="right")
+    per_example.add_column("example", no_wrap=True)
+    for column in ("A", "B", "delta"):
+        per_example.add_column(column, justify="right", no_wrap=True)
+    if per_component:
+        per_example.add_column("changed components", overflow="fold", max_width=32)
+    per_example.add_column("prompt")
     for row in rows:
-        per_example.add_row(
-            Text(row.example_id),
-            Text(prompts.get(row.example_id, "")),
+        cells = [
+            Text(short.get(row.example_id, row.example_id)),
             _fmt(row.total.mean_a),
             _fmt(row.total.mean_b),
             _fmt(row.total.delta, signed=True),
-            *(_fmt(row.components[name].delta if name in row.components else None, signed=True) for name in shown),
-        )
-    console.print(per_example)
+        ]
+        if per_component:
+            cells.append(Text(_changed_components(row)))
+        per_example.add_row(*cells, Text(prompts.get(row.example_id, "")))
+    console.print(fit_table(console, per_example, "prompt"))
+
+
+def _changed_components(row: _ExampleRow) -> str:
+    """``correct +1.0000, bonus new`` for the components of one example that moved, largest first."""
+    moved: list[tuple[float, str]] = []
+    for name, delta in sorted(row.components.items()):
+        if delta.mean_a is None and delta.mean_b is not None:
+            moved.append((abs(delta.mean_b), f"{name} new"))
+        elif delta.mean_b is None and delta.mean_a is not None:
+            moved.append((abs(delta.mean_a), f"{name} gone"))
+        elif delta.delta is not None and abs(delta.delta) > _SAME:
+            moved.append((abs(delta.delta), f"{name} {_fmt(delta.delta, signed=True)}"))
+    return ", ".join(text for _, text in sorted(moved, key=lambda item: -item[0])) or "-"
 
 
 @dataclass(frozen=True, slots=True)

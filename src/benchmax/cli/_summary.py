@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from benchmax.cli._output import plural
+from benchmax.cli._output import fit_table, plural
 from benchmax.client import ROLES, Outage, calls_from_meta, merge_figures
 from benchmax.runner import RunVerdict
 from benchmax.store import RunStats, Sample
@@ -117,14 +117,14 @@ def render_examples(console: Console, stats: RunStats) -> None:
         return
     shown = min(_MAX_EXAMPLE_ROWS, len(stats.examples))
     examples = Table(title=f"pass rate per example (lowest {shown} of {stats.example_count})", title_justify="left")
-    examples.add_column("example", overflow="fold")
-    examples.add_column("prompt", ratio=1, overflow="ellipsis", no_wrap=True)
+    examples.add_column("example", no_wrap=True)
+    examples.add_column("prompt")
     examples.add_column("passed", justify="right")
     examples.add_column("rate", justify="right")
     for example in stats.examples[:_MAX_EXAMPLE_ROWS]:
-        examples.add_row(Text(example.example_id), Text(example.prompt), f"{example.passed}/{example.total}",
+        examples.add_row(Text(example.label), Text(example.prompt), f"{example.passed}/{example.total}",
                          f"{example.rate:.0%}")  # fmt: skip
-    console.print(examples)
+    console.print(fit_table(console, examples, "prompt"))
 
 
 def render_samples(console: Console, samples: Sequence[Sample]) -> None:

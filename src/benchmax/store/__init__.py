@@ -13,6 +13,7 @@ from benchmax.store._compare import HEADLINE, Delta, RunDiff, compare, diff_runs
 from benchmax.store._excerpt import EXCERPT_CHARS, MAX_IMAGE_URI_CHARS, content_line, prompt_excerpt
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
 from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Sample, Spread
+from benchmax.store._ids import MIN_SHORT_ID, is_digest, short_ids
 from benchmax.store._provenance import ProvenanceChange, provenance_changes
 from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, RunQueries, match_query
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_IMAGE_URI_CHARS",
     "MAX_PAGE",
     "MAX_QUEUED_ROLLOUTS",
+    "MIN_SHORT_ID",
     "QUERY_SPEC",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
@@ -70,6 +72,7 @@ __all__ = [
     "diff_runs",
     "export_run",
     "group_spread",
+    "is_digest",
     "match_query",
     "open_run",
     "prompt_excerpt",
@@ -77,4 +80,5 @@ __all__ = [
     "read_jsonl_export",
     "run_env",
     "run_status",
+    "short_ids",
 ]

@@ -36,6 +36,7 @@ import orjson
 
 from benchmax.envs import is_scorable
 from benchmax.store._excerpt import one_line, prompt_excerpts
+from benchmax.store._ids import short_ids
 
 DEFAULT_BINS = 20
 SUMMARY_EXAMPLES = 15
@@ -85,6 +86,13 @@ class ExamplePass:
     passed: int
     total: int
     prompt: str = ""
+    short_id: str = ""
+    """The id as a person reads it (:func:`benchmax.store.short_ids`); the full id where empty."""
+
+    @property
+    def label(self) -> str:
+        """What a table shows for this example: its short id."""
+        return self.short_id or self.example_id
 
     @property
     def rate(self) -> float:
@@ -585,9 +593,12 @@ def lowest_examples(
             f" ORDER BY CAST(p AS REAL) / n, g.example_id {limit_sql}",
             [threshold, *params],
         ).fetchall()
-    prompts = prompt_excerpts(conn, [row[0] for row in rows])
+    ids = [row[0] for row in rows]
+    prompts = prompt_excerpts(conn, ids)
+    short = short_ids([conn], ids)
     return tuple(
-        ExamplePass(example_id, passes, total, prompts.get(example_id, "")) for example_id, passes, total in rows
+        ExamplePass(example_id, passes, total, prompts.get(example_id, ""), short[example_id])
+        for example_id, passes, total in rows
     )
 
 

@@ -13,6 +13,7 @@ import orjson
 from benchmax.envs import Example, LogEntry, is_scored
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._excerpt import prompt_excerpts
+from benchmax.store._ids import short_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +230,10 @@ class Run:
     ) -> _figures.RunStats:
         """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
         return _figures.run_stats(self._conn, meta=self.meta, pass_threshold=pass_threshold, examples=examples)
+
+    def short_ids(self, example_ids: Sequence[str], *, among: Sequence[Run] = ()) -> dict[str, str]:
+        """``{full id: short id}`` unique in this run (and in each of ``among``, for a table of several runs)."""
+        return short_ids([self._conn, *(other._conn for other in among)], example_ids)
 
     def rewards_of(self, seqs: Sequence[int]) -> dict[int, dict[str, tuple[float, bool]]]:
         """``{seq: {component: (value, filled)}}`` for rollouts given by ``seq`` (read by ranges)."""
