@@ -12,6 +12,9 @@ default an echo) answers. Steps::
     {"status": 400, "message": "bad"}                  plain HTTP error
     {"status": 400, "body": {...}}                     HTTP error with this exact JSON body
     {"status": 200, "body": b"..."}                    these exact bytes (a policy's raw reply)
+    {"status": 200, "body": b"...", "headers": {"Content-Encoding": "gzip"}}
+                                                       with these headers (bytes compressed
+                                                       by the policy: a gzip bomb)
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
     {"fail": {"status": 503, "message": "overloaded"}, ...}   the error's message
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
@@ -227,6 +230,7 @@ class ScriptedServer:
                     status=int(step["status"]),
                     body=step["body"] if isinstance(step["body"], bytes) else orjson.dumps(step["body"]),
                     content_type="application/json",
+                    headers=step.get("headers"),
                 )
             return _error(int(step["status"]), str(step.get("message", "scripted error")))
         return web.Response(body=self._completion(body, step), content_type="application/json")
