@@ -10,10 +10,11 @@ import orjson
 import pytest
 
 from benchmax.client import HttpModelClient, ModelError, RetryPolicy
-from benchmax.client._http import DEFAULT_MAX_REPLY_BYTES
 from benchmax.testing import ScriptedServer
 
 MiB = 1024 * 1024
+DEFAULT_CAP = 64 * MiB
+"""``HttpModelClient``'s ``max_reply_bytes`` unless told."""
 NO_WAIT = RetryPolicy(max_attempts=2, backoff_initial=0.001, backoff_max=0.001)
 
 
@@ -68,7 +69,7 @@ def _completion(usage: dict[str, Any] | None = None, **choice: Any) -> bytes:
 async def test_a_gzip_bomb_is_read_no_further_than_the_cap(decoded: int, cap: int | None) -> None:
     bomb = _gzip_zeros(decoded)
     assert len(bomb) < decoded // 500
-    limit = cap or DEFAULT_MAX_REPLY_BYTES
+    limit = cap or DEFAULT_CAP
     options = {"max_reply_bytes": cap} if cap else {}
     with _server([_reply(bomb, **{"Content-Encoding": "gzip"})]) as server:
         tracemalloc.start()
@@ -101,9 +102,11 @@ def _gzip(data: bytes) -> bytes:
 
 
 async def test_an_uncompressed_reply_past_the_cap_fails_too() -> None:
-    with _server([_reply(_completion() + b" " * (2 * MiB))]) as server:
-        with pytest.raises(ModelError, match="larger than 1,048,576 bytes"):
-            await _chat(server, max_reply_bytes=MiB)
+    with (
+        _server([_reply(_completion() + b" " * (2 * MiB))]) as server,
+        pytest.raises(ModelError, match="larger than 1,048,576 bytes"),
+    ):
+        await _chat(server, max_reply_bytes=MiB)
 
 
 # -- numbers --------------------------------------------------------------------------------
@@ -140,7 +143,7 @@ async def test_a_number_out_of_range_makes_the_reply_malformed_naming_the_field(
     assert info.value.reason == "model_error"
 
 
-async def test_numbers_in_range_and_counts_left_out_are_kept_as_before() -> None:
+async def test_numbers_in_range_are_kept_and_a_count_left_out_is_zero() -> None:
     reply = _completion(
         {"prompt_tokens": 2**31 - 1, "completion_tokens": 7.0, "prompt_tokens_details": {"cached_tokens": None}},
         token_ids=[0, 2**31 - 1],
