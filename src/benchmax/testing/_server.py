@@ -24,7 +24,8 @@ default an echo) answers. Steps::
     {"sleep": 1.5, "content": "slow"}                  delay before answering
     {"content": "hi", "usage": {"prompt_tokens": 900, "completion_tokens": 3, "cached_tokens": 512}}
                                                        this usage (cached_tokens goes to
-                                                       prompt_tokens_details, as OpenAI sends it)
+                                                       prompt_tokens_details, as OpenAI sends it;
+                                                       total_tokens, when given, as given)
 
 Without a ``usage`` step the usage counts a quarter token per character of the
 prompt's text and of the answer (at least 1 each).
@@ -287,7 +288,7 @@ class ScriptedServer:
         usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "total_tokens": int(scripted.get("total_tokens", prompt_tokens + completion_tokens)),
         }
         if "cached_tokens" in scripted:
             usage["prompt_tokens_details"] = {"cached_tokens": int(scripted["cached_tokens"])}
