@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import orjson
 
+from benchmax.client._numbers import logprob, token_count, token_ids
 from benchmax.client._types import ChatResult
 from benchmax.envs import Usage
 from benchmax.errors import BenchmaxError
@@ -184,11 +185,17 @@ def decode(value: bytes) -> ChatResult:
     message = data["message"]
     if not isinstance(message, dict):
         raise ValueError("the stored message is not an object")
-    prompt, completion, cached = (int(number) for number in data["usage"])
+    # the checks a reply passes (an entry kept before them must not bring back a number the store cannot keep)
+    prompt, completion, cached = (token_count(number, "usage") for number in data["usage"])
 
     def ints(name: str) -> tuple[int, ...] | None:
         items = data.get(name)
-        return tuple(int(item) for item in items) if isinstance(items, list) else None
+        if not isinstance(items, list):
+            return None
+        found = token_ids(items, name)
+        if found is None:
+            raise ValueError(f"the stored {name} are not integers")
+        return found
 
     logprobs = data.get("completion_logprobs")
     return ChatResult(
@@ -197,7 +204,9 @@ def decode(value: bytes) -> ChatResult:
         usage=Usage(prompt, completion, cached),
         prompt_token_ids=ints("prompt_token_ids"),
         completion_token_ids=ints("completion_token_ids"),
-        completion_logprobs=tuple(float(item) for item in logprobs) if isinstance(logprobs, list) else None,
+        completion_logprobs=tuple(logprob(float(item), "completion_logprobs") for item in logprobs)
+        if isinstance(logprobs, list)
+        else None,
     )
 
 

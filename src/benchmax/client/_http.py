@@ -27,6 +27,7 @@ import orjson
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, FailureKind, Unavailable
 from benchmax.client._limit import RequestLimit
+from benchmax.client._numbers import logprob, token_count, token_ids
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason, Usage
@@ -46,6 +47,9 @@ _MAX_ERROR_BODY = 2000
 _PROBE_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection: a rescheduled pod's old address drops packets instead of refusing them."""
+DEFAULT_MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""The most bytes a reply may hold once decompressed: a long completion with token ids and
+logprobs is a few MB, while a gzip bomb of a few hundred kB decodes to gigabytes."""
 
 T = TypeVar("T")
 
@@ -92,6 +96,8 @@ class HttpModelClient:
     ``auth`` signs requests that bring no ``auth`` of their own. ``gate`` is the
     endpoint's health gate (one is made with ``max_outage`` when not given).
     ``connect_timeout`` bounds opening a connection, within ``timeout``.
+    ``max_reply_bytes`` bounds a reply's body after decompression: past it the
+    read stops and the request fails (a model error, not retried).
     At most ``max_concurrency`` requests are in flight; with ``adapt_concurrency``
     fewer while the event loop sending them is saturated (see ``RequestLimit``).
     """
@@ -108,6 +114,7 @@ class HttpModelClient:
         gate: EndpointGate | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._url = f"{self.base_url}/chat/completions"
@@ -115,6 +122,7 @@ class HttpModelClient:
         self.timeout = timeout
         self.connect_timeout = min(connect_timeout, timeout)
         self.max_concurrency = max_concurrency
+        self.max_reply_bytes = max_reply_bytes
         self.adapt_concurrency = adapt_concurrency
         self.retry = retry or RetryPolicy()
         self.stats = ClientStats()
@@ -359,7 +367,7 @@ class HttpModelClient:
     ) -> bytes:
         try:
             async with session.request(method, url, data=payload, headers=headers) as response:
-                raw = await response.read()
+                raw = await _read_body(response, self.max_reply_bytes, url)
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except aiohttp.ConnectionTimeoutError:
@@ -410,6 +418,28 @@ class HttpModelClient:
 
 
 _JSON = {"Content-Type": "application/json"}
+
+
+async def _read_body(response: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
+    """The body, decompressed, read chunk by chunk and given up past ``limit`` bytes.
+
+    aiohttp decompresses as it reads, in bounded steps (since 3.13.3), so the
+    read stops within a chunk of ``limit`` however far the body would inflate;
+    leaving the response unread closes its connection.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"the reply from {url} (HTTP {response.status}) is larger than {limit:,} bytes "
+                f"once decompressed (Content-Encoding: {response.headers.get('Content-Encoding', 'none')[:40]}); "
+                "the read stopped there (max_reply_bytes)",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
@@ -517,29 +547,29 @@ def _parse_completion(raw: bytes) -> ChatResult:
     finish_reason = choice.get("finish_reason")
     usage_data = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     details = usage_data.get("prompt_tokens_details")
-    usage = Usage(
-        _as_int(usage_data.get("prompt_tokens")),
-        _as_int(usage_data.get("completion_tokens")),
-        _as_int(details.get("cached_tokens")) if isinstance(details, dict) else 0,
-    )
-    return ChatResult(
-        message=message,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-        usage=usage,
-        prompt_token_ids=_int_tuple(data.get("prompt_token_ids") or choice.get("prompt_token_ids")),
-        completion_token_ids=_int_tuple(choice.get("token_ids")),
-        completion_logprobs=_logprobs(choice.get("logprobs")),
-    )
-
-
-def _as_int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
-def _int_tuple(value: object) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(isinstance(item, int) for item in value):
-        return tuple(value)
-    return None
+    try:
+        usage = Usage(
+            token_count(usage_data.get("prompt_tokens"), "usage.prompt_tokens"),
+            token_count(usage_data.get("completion_tokens"), "usage.completion_tokens"),
+            token_count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens")
+            if isinstance(details, dict)
+            else 0,
+        )
+        if data.get("prompt_token_ids"):
+            prompt_ids = token_ids(data["prompt_token_ids"], "prompt_token_ids")
+        else:
+            prompt_ids = token_ids(choice.get("prompt_token_ids"), "choices[0].prompt_token_ids")
+        return ChatResult(
+            message=message,
+            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+            usage=usage,
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=token_ids(choice.get("token_ids"), "choices[0].token_ids"),
+            completion_logprobs=_logprobs(choice.get("logprobs")),
+        )
+    except ValueError as exc:
+        # A number out of range fails this reply here, never the store writer (SQLite keeps 64 bits).
+        raise _malformed(str(exc)) from None
 
 
 def _logprobs(value: object) -> tuple[float, ...] | None:
@@ -549,8 +579,11 @@ def _logprobs(value: object) -> tuple[float, ...] | None:
     if not isinstance(content, list):
         return None
     result = []
-    for item in content:
-        if not isinstance(item, dict) or not isinstance(item.get("logprob"), int | float):
+    for index, item in enumerate(content):
+        if not isinstance(item, dict) or isinstance(item.get("logprob"), bool):
             return None
-        result.append(float(item["logprob"]))
+        number = item.get("logprob")
+        if not isinstance(number, int | float):
+            return None
+        result.append(logprob(number, f"choices[0].logprobs.content[{index}].logprob"))
     return tuple(result)

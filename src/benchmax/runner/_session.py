@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -300,14 +301,21 @@ class RunSession:
             yield self
 
     def _finish(self, status: RunStatus, *, error: str | None = None) -> None:
-        with suppress(StoreError):
+        try:
             self.writer.flush()
-            self.writer.set_meta(
+        except StoreError as exc:
+            # the store failed under a run that went on: the run failed, and says so
+            if status == "completed":
+                status, error = "failed", f"{type(exc).__name__}: {exc}"
+        try:
+            self.writer.set_closing_meta(
                 status=status,
                 ended_at=time.time(),
                 active_seconds=self._previous_active + time.time() - self._began,
                 error=error,
             )
+        except sqlite3.Error:
+            logger.exception("the run's status (%s) could not be stored in %s", status, self.run_dir)
 
     def abandon(self, exc: BaseException | None = None) -> None:
         """End a run that never ran or broke outside :meth:`lifecycle`: ``failed`` (or

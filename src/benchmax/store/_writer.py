@@ -21,13 +21,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmax.envs import Example, LogEntry, RolloutOutcome, completion_text, is_scored
+from benchmax.envs import Example, LogEntry, RolloutOutcome, TerminationReason, completion_text, is_scored
 from benchmax.errors import BenchmaxError
 from benchmax.store import _codec, _compat, _figures, _schema
 
@@ -210,6 +210,16 @@ class RunWriter:
                     " WHERE g.example_id = example_figures.example_id AND COALESCE(r.reward, 0) >= ?)",
                     (self._threshold,),
                 )
+
+    def set_closing_meta(self, **values: Any) -> None:
+        """:meth:`set_meta` that works after a failed write too: a run that stopped on a store
+        error says so (its status never stays ``running``). Raises ``sqlite3.Error`` when even
+        that cannot be written."""
+        with _transaction(self._conn, self._lock):
+            self._conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [(key, dumps(value)) for key, value in values.items()],
+            )
 
     def write_step(self, step: int, metrics: Mapping[str, Any], *, at: float | None = None) -> None:
         """Keep one training step's metrics (a step written again replaces its row)."""
@@ -554,6 +564,12 @@ class RunWriter:
             if pending and self._error is None:
                 try:
                     self._commit(pending)
+                except Exception as exc:
+                    try:
+                        self._commit_apart(pending, exc)
+                    except BaseException as fatal:
+                        logger.exception("run store write failed")
+                        self._error = fatal
                 except BaseException as exc:
                     logger.exception("run store write failed")
                     self._error = exc
@@ -594,6 +610,31 @@ class RunWriter:
                 self._conn.execute("RELEASE group_rows")
                 self._seq = seq
                 return
+
+    def _commit_apart(self, items: Sequence[GroupWrite | ScoredGroup], error: Exception) -> None:
+        """Commit ``items`` one by one after their shared transaction failed with ``error``.
+
+        One group holding a value the store cannot keep must not cost the groups
+        committed with it: each is written alone, and a group that still fails for
+        its own contents (:func:`_group_fault`) is stored as failed rollouts that
+        say why. An error of the database itself (locked, full, damaged), or one
+        that even those stand-ins meet, raises: the writer stops.
+        """
+        if not _group_fault(error) or any(isinstance(item, ScoredGroup) for item in items):
+            raise error  # a rescore's scores may be committed already, apart from its groups: never twice
+        for item in items:
+            try:
+                self._commit([item])
+            except Exception as exc:
+                if not isinstance(item, GroupWrite) or not _group_fault(exc):
+                    raise
+                logger.error(
+                    "group %s could not be stored as it came (%s: %s); its rollouts are stored as failed",
+                    item.group_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                self._commit([_stand_in(item, exc)])
 
     def _replace_existing(self, group_ids: Sequence[str]) -> None:
         """Remove groups about to be written again, so the new write replaces them whole."""
@@ -968,6 +1009,43 @@ def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, thres
     conn.execute("DELETE FROM example_figures WHERE example_id = ? AND groups <= 0", (example_id,))
     _recount_examples(conn, "SELECT ?", (example_id,))
     conn.execute("UPDATE batches SET rollouts = rollouts - ? WHERE batch = ?", (size, batch))
+
+
+def _group_fault(error: BaseException) -> bool:
+    """Whether ``error`` comes from what a group holds (a number past 64 bits, a value SQLite or
+    the codec cannot take), rather than from the database or the process."""
+    if isinstance(error, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError):
+        return True
+    return isinstance(error, Exception) and not isinstance(error, sqlite3.DatabaseError | MemoryError)
+
+
+_STORE_FAILURE = TerminationReason.HARNESS_ERROR
+
+
+def _stand_in(group: GroupWrite, error: Exception) -> GroupWrite:
+    """``group`` as failed rollouts saying why the store could not keep it: ids, times and
+    dataset position kept; transcripts, turns, rewards, logs and costs left out."""
+    why = f"{type(error).__name__}: {error}"
+    if len(why) > 500:
+        why = f"{why[:497]}..."
+    reason = (
+        f"the run store could not keep this rollout as it came ({why}); "
+        "it is stored as failed, without its transcript"
+    )
+    outcomes = tuple(
+        RolloutOutcome(
+            rewards={},
+            termination_reason=_STORE_FAILURE,
+            error=reason,
+            rollout_id=str(outcome.rollout_id),
+            example_id=str(outcome.example_id),
+            split=outcome.split,
+            started_at=float(outcome.started_at),
+            ended_at=float(outcome.ended_at),
+        )
+        for outcome in group.outcomes
+    )
+    return replace(group, outcomes=outcomes, logs=(), costs=())
 
 
 def _threshold(value: Any) -> float:

@@ -12,6 +12,9 @@ default an echo) answers. Steps::
     {"status": 400, "message": "bad"}                  plain HTTP error
     {"status": 400, "body": {...}}                     HTTP error with this exact JSON body
     {"status": 200, "body": b"..."}                    these exact bytes (a policy's raw reply)
+    {"status": 200, "body": b"...", "headers": {"Content-Encoding": "gzip"}}
+                                                       with these headers (bytes compressed
+                                                       by the policy: a gzip bomb)
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
     {"fail": {"status": 503, "message": "overloaded"}, ...}   the error's message
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
@@ -21,7 +24,8 @@ default an echo) answers. Steps::
     {"sleep": 1.5, "content": "slow"}                  delay before answering
     {"content": "hi", "usage": {"prompt_tokens": 900, "completion_tokens": 3, "cached_tokens": 512}}
                                                        this usage (cached_tokens goes to
-                                                       prompt_tokens_details, as OpenAI sends it)
+                                                       prompt_tokens_details, as OpenAI sends it;
+                                                       total_tokens, when given, as given)
 
 Without a ``usage`` step the usage counts a quarter token per character of the
 prompt's text and of the answer (at least 1 each).
@@ -227,6 +231,7 @@ class ScriptedServer:
                     status=int(step["status"]),
                     body=step["body"] if isinstance(step["body"], bytes) else orjson.dumps(step["body"]),
                     content_type="application/json",
+                    headers=step.get("headers"),
                 )
             return _error(int(step["status"]), str(step.get("message", "scripted error")))
         return web.Response(body=self._completion(body, step), content_type="application/json")
@@ -283,7 +288,7 @@ class ScriptedServer:
         usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+            "total_tokens": int(scripted.get("total_tokens", prompt_tokens + completion_tokens)),
         }
         if "cached_tokens" in scripted:
             usage["prompt_tokens_details"] = {"cached_tokens": int(scripted["cached_tokens"])}
