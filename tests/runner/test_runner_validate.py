@@ -225,3 +225,46 @@ async def test_every_bad_line_of_a_file_is_reported_not_only_the_first(tmp_path)
 
     found = [line.split("eval.jsonl:")[1].split(":")[0] for line in _lines(report)]
     assert found == ["2", "3", "5"]
+
+
+_HOOK_ENV = '''
+import contextlib
+from benchmax.envs import BaseEnv, Dataset, Example
+
+class HookEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, **options):
+        return Dataset([Example("e0", {{"prompt_messages": [{{"role": "user", "content": "hi"}}]}})])
+
+    @contextlib.asynccontextmanager
+    async def rollout_context(self, rollout_id, example):
+        {enter}
+        yield
+        {exit}
+
+    async def compute_reward(self, rollout):
+        {reward}
+        return {{"ok": 1.0}}
+'''
+
+
+@pytest.mark.parametrize(
+    ("enter", "exit", "reward", "hook"),
+    [
+        ("raise RuntimeError('no sandbox')", "pass", "pass", "rollout_context"),
+        ("pass", "pass", "raise RuntimeError('no sandbox')", "compute_reward"),
+        ("pass", "raise RuntimeError('no sandbox')", "pass", "rollout_context (on exit)"),
+    ],
+    ids=["context-enter", "reward", "context-exit"],
+)
+async def test_a_hook_that_raises_is_named_as_the_one_that_failed(tmp_path, enter, exit, reward, hook):
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "env.py").write_text(_HOOK_ENV.format(enter=enter, exit=exit, reward=reward))
+
+    report = await _validate(tmp_path / "env")
+
+    assert len(report.problems) == 2, _lines(report)  # the train and the eval example
+    for problem, split in zip(report.problems, ("train", "eval"), strict=True):
+        assert problem.where.endswith(f"HookEnv.{hook} ({split} example 0)"), _lines(report)
+        assert problem.message.startswith("raised RuntimeError: no sandbox"), _lines(report)

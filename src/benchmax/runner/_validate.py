@@ -245,15 +245,20 @@ async def _check_hooks(env: BaseEnv, split: str, examples: Sequence[Example[Any]
             split=split,  # type: ignore[arg-type]
             example_id=example.id,
         )
-        at = f"{where}.compute_reward ({split} example {index})"
+        # The hook that raised is named: an error entering or leaving rollout_context is the
+        # context's, not compute_reward's.
+        hook = "rollout_context"
         try:
             async with env.rollout_context(rollout_id, example):
                 if implements(env, "compute_reward"):
+                    hook = "compute_reward"
                     rewards = await env.compute_reward(rollout)
                     problem = _reward_problem(rewards, "compute_reward")
                     if problem is not None:
-                        report.problem(at, problem)
+                        report.problem(f"{where}.compute_reward ({split} example {index})", problem)
+                hook = "rollout_context (on exit)"
         except Exception as exc:
+            at = f"{where}.{hook} ({split} example {index})"
             report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
             continue
         rollouts.append(rollout)
