@@ -93,9 +93,11 @@ async def test_every_problem_of_an_env_is_reported_not_only_the_first(tmp_path):
         f"{where}.list_tools: CheckedEnv.list_tools()[0] ('add'): invalid JSON Schema in function.parameters at "
         "properties/a/type: 'integr' is not valid under any of the given schemas"
     )
-    assert (
-        train
-        == f"{where}.create_dataset('train'): {tmp_path.resolve() / 'env' / 'train.jsonl'}: dataset file not found"
+    env_dir = tmp_path.resolve() / "env"
+    assert train == (
+        f"{where}.create_dataset('train'): CheckedEnv.create_dataset('train') found no data in any of the places "
+        f"looked: {env_dir} ({env_dir / 'train.jsonl'}: dataset file not found); {env_dir / 'data'} (no such "
+        "directory). Give the data directory with --data-dir DIR (base_dir of create_dataset)"
     )
     assert data.startswith(
         f"{where}.create_dataset('eval'): {tmp_path.resolve() / 'env' / 'eval.jsonl'}:2: invalid JSON ("
