@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -23,19 +24,25 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from benchmax.errors import BenchmaxError
+
 if TYPE_CHECKING:
     import httpx
     from openai import AsyncOpenAI, OpenAI
 
 __all__ = [
+    "AUTH_FLAG_FORM",
+    "EnvironmentKeyAuth",
     "InjectedAuth",
     "ModelAuth",
+    "ModelAuthError",
     "ModelRequestContext",
     "RequestModelAuth",
     "StaticBearerAuth",
     "bind_model_auth",
     "create_async_openai_client",
     "create_openai_client",
+    "parse_auth_binding",
 ]
 
 
@@ -94,6 +101,70 @@ class StaticBearerAuth:
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
         del context
         return self.headers()
+
+
+AUTH_FLAG_FORM = "NAME=URL or NAME=URL@VAR"
+"""How ``--auth`` is written (eval, validate, rescore, train)."""
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ModelAuthError(BenchmaxError, ValueError):
+    """A credential cannot be used: its variable is unset, or it was asked for another server."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentKeyAuth:
+    """A bearer key read from the environment variable ``variable`` at each request, sent only to ``base_url``.
+
+    What ``--auth judge=https://judge.example/v1`` binds to ``InjectedAuth("judge")``.
+    It holds the variable's name, never the key: it can be stored in a run's
+    config and sent to worker processes, each of which reads its own
+    environment. A request to any other server is refused (the env chose where
+    to send it; the key goes only where the user said).
+    """
+
+    variable: str
+    base_url: str
+
+    def key(self) -> str:
+        value = os.environ.get(self.variable)
+        if not value:
+            raise ModelAuthError(f"environment variable {self.variable} is not set (or empty); export the key there")
+        return value
+
+    def covers(self, url: str) -> bool:
+        """Whether ``url`` is ``base_url`` or under it (a trailing ``/`` aside)."""
+        mine, theirs = self.base_url.rstrip("/"), url.rstrip("/")
+        return theirs == mine or theirs.startswith(mine + "/")
+
+    async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
+        if not self.covers(context.base_url):
+            raise ModelAuthError(
+                f"the key in {self.variable} is bound to {self.base_url} (--auth), "
+                f"but was asked for a request to {context.base_url}; bind the URL the env calls"
+            )
+        return {"Authorization": f"Bearer {self.key()}"}
+
+
+def parse_auth_binding(text: str) -> tuple[str, EnvironmentKeyAuth]:
+    """``NAME=URL`` (key in ``BENCHMAX_AUTH_<NAME>_KEY``) or ``NAME=URL@VAR`` (key in ``VAR``).
+
+    ``NAME`` is what the env asks for (``InjectedAuth("judge")``); the key is read
+    from the variable, which must be set now (checked here, so a run does not
+    start without it), and is sent only to ``URL`` and the paths under it.
+    """
+    name, sep, target = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not target:
+        raise ModelAuthError(f"{text!r}: write --auth {AUTH_FLAG_FORM}, e.g. --auth judge=https://judge.example/v1")
+    url, at, variable = target.rpartition("@")
+    if not at or not _VARIABLE.match(variable):
+        url, variable = target, "BENCHMAX_AUTH_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper() + "_KEY"
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ModelAuthError(f"{text!r}: {url!r} is not an http(s):// URL; write --auth {AUTH_FLAG_FORM}")
+    auth = EnvironmentKeyAuth(variable, url)
+    auth.key()
+    return name, auth
 
 
 _BOUND: ContextVar[Mapping[str, ModelAuth] | None] = ContextVar("benchmax_bound_model_auth", default=None)

@@ -93,9 +93,11 @@ async def test_every_problem_of_an_env_is_reported_not_only_the_first(tmp_path):
         f"{where}.list_tools: CheckedEnv.list_tools()[0] ('add'): invalid JSON Schema in function.parameters at "
         "properties/a/type: 'integr' is not valid under any of the given schemas"
     )
-    assert (
-        train
-        == f"{where}.create_dataset('train'): {tmp_path.resolve() / 'env' / 'train.jsonl'}: dataset file not found"
+    env_dir = tmp_path.resolve() / "env"
+    assert train == (
+        f"{where}.create_dataset('train'): CheckedEnv.create_dataset('train') found no data in any of the places "
+        f"looked: {env_dir} ({env_dir / 'train.jsonl'}: dataset file not found); {env_dir / 'data'} (no such "
+        "directory). Give the data directory with --data-dir DIR (base_dir of create_dataset)"
     )
     assert data.startswith(
         f"{where}.create_dataset('eval'): {tmp_path.resolve() / 'env' / 'eval.jsonl'}:2: invalid JSON ("
@@ -225,3 +227,46 @@ async def test_every_bad_line_of_a_file_is_reported_not_only_the_first(tmp_path)
 
     found = [line.split("eval.jsonl:")[1].split(":")[0] for line in _lines(report)]
     assert found == ["2", "3", "5"]
+
+
+_HOOK_ENV = '''
+import contextlib
+from benchmax.envs import BaseEnv, Dataset, Example
+
+class HookEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, **options):
+        return Dataset([Example("e0", {{"prompt_messages": [{{"role": "user", "content": "hi"}}]}})])
+
+    @contextlib.asynccontextmanager
+    async def rollout_context(self, rollout_id, example):
+        {enter}
+        yield
+        {exit}
+
+    async def compute_reward(self, rollout):
+        {reward}
+        return {{"ok": 1.0}}
+'''
+
+
+@pytest.mark.parametrize(
+    ("enter", "exit", "reward", "hook"),
+    [
+        ("raise RuntimeError('no sandbox')", "pass", "pass", "rollout_context"),
+        ("pass", "pass", "raise RuntimeError('no sandbox')", "compute_reward"),
+        ("pass", "raise RuntimeError('no sandbox')", "pass", "rollout_context (on exit)"),
+    ],
+    ids=["context-enter", "reward", "context-exit"],
+)
+async def test_a_hook_that_raises_is_named_as_the_one_that_failed(tmp_path, enter, exit, reward, hook):
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "env.py").write_text(_HOOK_ENV.format(enter=enter, exit=exit, reward=reward))
+
+    report = await _validate(tmp_path / "env")
+
+    assert len(report.problems) == 2, _lines(report)  # the train and the eval example
+    for problem, split in zip(report.problems, ("train", "eval"), strict=True):
+        assert problem.where.endswith(f"HookEnv.{hook} ({split} example 0)"), _lines(report)
+        assert problem.message.startswith("raised RuntimeError: no sandbox"), _lines(report)

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from benchmax.cli._options import DataDir, EnvArgs, EnvArgument, parse_env_args
+from benchmax.auth import bind_model_auth
+from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, EnvArgument, parse_auth, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.cli._scaffold import Names, write_directory, write_package
 from benchmax.envs import EnvSpec, installed_envs
@@ -25,6 +26,7 @@ def validate_command(
     env: EnvArgument,
     env_arg: EnvArgs = [],  # noqa: B006
     data_dir: DataDir = None,
+    auth: AuthBindings = [],  # noqa: B006
     max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
     base_url: Annotated[str | None, typer.Option(help="Also run one group against this endpoint.")] = None,
     model: Annotated[str, typer.Option(help="Model name for the group run against --base-url.")] = "default",
@@ -34,16 +36,17 @@ def validate_command(
 ) -> None:
     """Check an env: it loads, both splits build, payloads and tool schemas are valid."""
     spec = EnvSpec(env, parse_env_args(env_arg))
-    report = asyncio.run(
-        validate_env(
-            spec,
-            data_dir=data_dir,
-            max_examples=max_examples,
-            base_url=base_url,
-            model=model,
-            api_key_env=api_key_env,
+    with bind_model_auth(parse_auth(auth)):
+        report = asyncio.run(
+            validate_env(
+                spec,
+                data_dir=data_dir,
+                max_examples=max_examples,
+                base_url=base_url,
+                model=model,
+                api_key_env=api_key_env,
+            )
         )
-    )
     for note in report.notes:
         console.print(f"[green]ok[/] {escape(note)}", highlight=False, soft_wrap=True)
     for warning in report.warnings:

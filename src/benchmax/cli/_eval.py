@@ -19,7 +19,8 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
+from benchmax.auth import ModelAuth, bind_model_auth
+from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, OptionalEnvArgument, parse_auth, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
 from benchmax.engine import EngineConfig
@@ -44,6 +45,7 @@ def eval_command(
     env: OptionalEnvArgument = None,
     env_arg: EnvArgs = [],  # noqa: B006
     data_dir: DataDir = None,
+    auth: AuthBindings = [],  # noqa: B006
     split: Annotated[Literal["train", "eval"], typer.Option(help="Which dataset split to run.")] = "eval",
     max_examples: Annotated[int | None, typer.Option(min=1, help="Use at most N examples.")] = None,
     group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1,
@@ -159,6 +161,7 @@ def eval_command(
     if max_cost is not None and not max_cost > 0:
         raise typer.BadParameter(f"{max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost")
     chosen_cache = cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
+    providers = parse_auth(auth)
     if resume is not None:
         config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
         config = replace(
@@ -215,7 +218,7 @@ def eval_command(
             prices=str(prices) if prices is not None else None,
             max_cost=max_cost,
         ).with_run_dir()
-    execute(config, resume=resume is not None, progress=progress)
+    execute(config, resume=resume is not None, progress=progress, auth=providers)
 
 
 def cache_settings(
@@ -263,7 +266,10 @@ def _resume_config(
     )
 
 
-def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
+def execute(
+    config: RunConfig, *, resume: bool, progress: bool, auth: dict[str, ModelAuth] | None = None
+) -> None:
+    """Run ``config``, with ``auth`` bound for the env's ``InjectedAuth`` names (``--auth``)."""
     from benchmax.cli._progress import LiveProgress, install_log_handler
     from benchmax.cli._summary import render_provenance, render_summary, render_verdict
 
@@ -281,7 +287,7 @@ def execute(config: RunConfig, *, resume: bool, progress: bool) -> None:
     console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
     resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
     try:
-        with install_log_handler(console):
+        with install_log_handler(console), bind_model_auth(auth or {}):
             if progress:
                 with LiveProgress(console, replicas=() if config.base_url == EMBEDDED else urls) as live:
                     result = asyncio.run(arun(config, observer=live, resume=resume))

@@ -13,6 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from benchmax.auth import bind_model_auth
+from benchmax.cli._options import AuthBindings, parse_auth
 from benchmax.cli._output import command_line, error_line, fit_table, plural
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
@@ -82,25 +84,29 @@ def rescore_command(
             metavar="FILE", help="A price table over the shipped one, for the judge's calls.", show_default=False
         ),
     ] = None,
+    auth: AuthBindings = [],  # noqa: B006
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
     from benchmax.cli._eval import cache_settings
     from benchmax.cli._summary import render_provenance, render_summary
 
+    providers = parse_auth(auth)
     _open(run_dir).close()
     settings = cache_settings(cache)
     try:
-        target = asyncio.run(
-            arescore(
-                run_dir,
-                env_spec=env,
-                run_dir=output,
-                workers=workers,
-                concurrency=concurrency,
-                cache=settings,
-                prices=str(prices) if prices is not None else None,
+        with bind_model_auth(providers):
+            target = asyncio.run(
+                arescore(
+                    run_dir,
+                    env_spec=env,
+                    run_dir=output,
+                    workers=workers,
+                    concurrency=concurrency,
+                    cache=settings,
+                    prices=str(prices) if prices is not None else None,
+                    auth=providers,
+                )
             )
-        )
     except BenchmaxError as exc:
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None

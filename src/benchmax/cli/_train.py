@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from benchmax.cli._options import DataDir, EnvArgs, OptionalEnvArgument, parse_env_args
+from benchmax.auth import bind_model_auth
+from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, OptionalEnvArgument, parse_auth, parse_env_args
 from benchmax.errors import BenchmaxError
 
 
@@ -30,6 +31,7 @@ def train_command(
     model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
     env_arg: EnvArgs = [],  # noqa: B006
     data_dir: DataDir = None,
+    auth: AuthBindings = [],  # noqa: B006
     max_examples: Annotated[int | None, typer.Option(help="Train on at most N examples.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/train-NAME-TIME).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
@@ -165,7 +167,8 @@ def train_command(
             max_minutes=max_minutes,
             **overrides,
         )
-        result = train(env, config=config, reporter=StepTable())
+        with bind_model_auth(parse_auth(auth)):
+            result = train(env, config=config, reporter=StepTable())
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs._errors import DatasetError, EnvSpecError
+from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvSpecError
 from benchmax.envs._messages import check_prompt_messages
 from benchmax.envs._packages import InstalledEnv, find_installed, installed_envs
 from benchmax.envs._remote import is_remote_spec, remote_env_class
@@ -204,8 +204,28 @@ def data_directory(spec: EnvSpec, data_dir: str | Path | None = None) -> Path:
     return Path(data_dir) if data_dir is not None else (spec.directory or Path.cwd())
 
 
+DATA_FOLDER = "data"
+"""Where 0.2.x envs keep their files, beside the env file (their trainer passed it as ``base_dir``)."""
+
+
+def data_directories(spec: EnvSpec, data_dir: str | Path | None = None) -> tuple[Path, ...]:
+    """Where the env's data is looked for, in order: ``data_dir`` alone when given; else
+    the env's directory (the working directory for an env without one), then its
+    ``data/`` folder.
+
+    The first is this project's convention (files beside ``env.py``); the second
+    is 0.2.x's (``examples/math/main.py`` keeps ``data/train.jsonl`` and got
+    ``base_dir`` from its trainer). :func:`open_dataset` takes the first where
+    ``create_dataset`` finds its files.
+    """
+    if data_dir is not None:
+        return (Path(data_dir),)
+    root = data_directory(spec)
+    return (root, root / DATA_FOLDER)
+
+
 async def collect_examples(
-    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path | Sequence[Path], *, max_examples: int | None = None
 ) -> list[Example[Any]]:
     """The examples of ``split``, in dataset order, each checked as the env will use it.
 
@@ -218,16 +238,23 @@ async def collect_examples(
 
 
 async def open_examples(
-    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    env: Environment[Any, Any],
+    split: DatasetSplit,
+    base_dir: Path | Sequence[Path],
+    *,
+    max_examples: int | None = None,
 ) -> ExampleStream:
     """:func:`collect_examples` as a stream that can be read more than once (a run reads
-    its dataset in passes instead of holding a second copy of it)."""
-    dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)
+    its dataset in passes instead of holding a second copy of it). ``base_dir`` may be
+    the directories to look in, in order (:func:`data_directories`); the stream's
+    ``base_dir`` is the one the data was found in."""
+    dataset, found_in = await locate_dataset(env, split, base_dir, max_examples=max_examples)
     return ExampleStream(
         dataset,
         owner=f"{type(env).__name__}.create_dataset({split!r})",
         prompts=isinstance(env, BaseEnv),
         limit=max_examples,
+        base_dir=found_in,
     )
 
 
@@ -239,7 +266,11 @@ class ExampleStream:
     only copy.
     """
 
-    def __init__(self, dataset: Any, *, owner: str, prompts: bool, limit: int | None) -> None:
+    def __init__(
+        self, dataset: Any, *, owner: str, prompts: bool, limit: int | None, base_dir: Path | None = None
+    ) -> None:
+        self.base_dir = base_dir
+        """The directory ``create_dataset`` read the examples from."""
         self._source = dataset
         self._dataset = list(dataset) if iter(dataset) is dataset else dataset
         self._owner = owner
@@ -289,9 +320,53 @@ class ExampleStream:
 
 
 async def open_dataset(
-    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    env: Environment[Any, Any],
+    split: DatasetSplit,
+    base_dir: Path | Sequence[Path],
+    *,
+    max_examples: int | None = None,
 ) -> Any:
-    """``env.create_dataset(split, base_dir)``, with ``max_examples`` when its signature takes it."""
+    """``env.create_dataset(split, base_dir)``, with ``max_examples`` when its signature takes it
+    (``base_dir`` may be the directories to look in: see :func:`locate_dataset`)."""
+    return (await locate_dataset(env, split, base_dir, max_examples=max_examples))[0]
+
+
+async def locate_dataset(
+    env: Environment[Any, Any],
+    split: DatasetSplit,
+    base_dir: Path | Sequence[Path],
+    *,
+    max_examples: int | None = None,
+) -> tuple[Any, Path]:
+    """The dataset of ``split`` and the directory it was found in.
+
+    With several directories, each that exists is given to ``create_dataset`` in
+    turn until one does not raise ``FileNotFoundError`` (``DatasetNotFound`` is
+    one); when none has the data, the error says every place looked and why
+    each failed, and how to name the right one (``--data-dir``).
+    """
+    candidates = [base_dir] if isinstance(base_dir, Path) else list(base_dir)
+    if len(candidates) == 1:
+        return await _create_dataset(env, split, candidates[0], max_examples), candidates[0]
+    looked: list[str] = []
+    for index, directory in enumerate(candidates):
+        if index and not directory.is_dir():
+            looked.append(f"{directory} (no such directory)")
+            continue
+        try:
+            return await _create_dataset(env, split, directory, max_examples), directory
+        except FileNotFoundError as exc:
+            looked.append(f"{directory} ({exc})")
+    places = "; ".join(looked)
+    raise DatasetNotFound(
+        f"{type(env).__name__}.create_dataset({split!r}) found no data in any of the places looked: {places}. "
+        "Give the data directory with --data-dir DIR (base_dir of create_dataset)"
+    )
+
+
+async def _create_dataset(
+    env: Environment[Any, Any], split: DatasetSplit, base_dir: Path, max_examples: int | None
+) -> Any:
     if _accepts_max_examples(env.create_dataset):
         dataset = await env.create_dataset(split, base_dir, max_examples=max_examples)
     else:

@@ -7,7 +7,8 @@ bound, so there is no window in which another process can take the port;
 ``PORT``, ``MODEL``...), which would otherwise silently change the server;
 (3) exits when its parent dies, so a ``kill -9`` of a benchmax run cannot
 leave a model server behind; and (4) serves the ``chatml-function-calling``
-chat format with two OpenAI behaviours it lacks (see :func:`_openai_tool_calling`).
+chat format with the OpenAI behaviours it lacks (see :func:`_openai_tool_calling`),
+its prompt rendered without HTML escaping (see :func:`_install_raw_templates`).
 """
 
 from __future__ import annotations
@@ -217,12 +218,54 @@ def _openai_tool_calling(llama: Any, *, default_max_tokens: int, **request: Any)
     """
     from llama_cpp.llama_chat_format import chatml_function_calling
 
+    _install_raw_templates()
     request["messages"] = _tool_results_as_user_turns(request.get("messages") or [])
     if request.get("tools") and request.get("tool_choice") is None:
         request["tool_choice"] = "auto"
     if request.get("max_tokens") is None:
         request["max_tokens"] = default_max_tokens
     return chatml_function_calling(llama=_TokenCap(llama, request["max_tokens"]), **request)
+
+
+def _install_raw_templates() -> None:
+    """Render ``chatml-function-calling``'s prompt as a model's tokenizer config would: no HTML escaping.
+
+    llama-cpp-python 0.3.36 builds that handler's template with
+    ``select_autoescape(["html", "xml"])``, which escapes every string rendered
+    from a template string: from the second turn on the model read its own tool
+    arguments as ``{&#34;text&#34;: ...}``, and tool results and user text with
+    ``&amp;``/``&lt;``, and copied the escapes into its next calls. Chat templates
+    are plain text (Hugging Face renders them with autoescape off and ``tojson``
+    as ``json.dumps(..., ensure_ascii=False)``), so the handler's module is given a
+    sandboxed environment that renders them so. The handler constructs its
+    environment on each call, by the module's global name; the other handlers
+    of that module already render with autoescape off. Idempotent.
+    """
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from llama_cpp import llama_chat_format
+
+    if getattr(llama_chat_format.ImmutableSandboxedEnvironment, "renders_raw", False):
+        return
+
+    class RawTemplates(ImmutableSandboxedEnvironment):
+        """A sandboxed Jinja environment that never escapes: chat templates render text, not HTML."""
+
+        renders_raw = True
+
+        def __init__(self, *args: Any, **options: Any) -> None:
+            options["autoescape"] = False
+            super().__init__(*args, **options)
+            self.filters["tojson"] = _tojson
+
+    llama_chat_format.ImmutableSandboxedEnvironment = RawTemplates
+
+
+def _tojson(value: Any, indent: int | None = None, **options: Any) -> str:
+    """``tojson`` as Hugging Face chat templates have it: plain JSON with non-ASCII kept.
+
+    Jinja's own ``tojson`` writes ``<``, ``>``, ``&`` and ``'`` as ``\\u003c``... for HTML.
+    """
+    return json.dumps(value, ensure_ascii=False, indent=indent, **options)
 
 
 def _tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ import itertools
 import multiprocessing
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.client import CacheSettings, CallFigures, CallLedger, PriceTable, calls_to_meta, merge_figures
 from benchmax.engine import Engine, EngineConfig, StoredRollout
 from benchmax.envs import (
@@ -77,6 +78,7 @@ async def arescore(
     concurrency: int = 64,
     cache: CacheSettings | None = None,
     prices: str | None = None,
+    auth: Mapping[str, ModelAuth] | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
@@ -85,7 +87,9 @@ async def arescore(
     ``workers`` processes score (default: one per core, up to 8, for big runs;
     this process for small ones); at most ``concurrency`` groups are scored at once.
     ``cache`` answers the judge's repeated requests; ``prices`` is a price file over
-    the shipped table (default: ``$BENCHMAX_PRICES``).
+    the shipped table (default: ``$BENCHMAX_PRICES``). ``auth`` is bound for the env's
+    ``InjectedAuth`` names in every scoring process (picklable providers, such as
+    :class:`~benchmax.auth.EnvironmentKeyAuth`, for worker processes).
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
@@ -99,7 +103,15 @@ async def arescore(
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
     workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
     job = _Job(
-        str(source), spec.spec, dict(spec.kwargs), config.engine, meta, max(1, concurrency // workers), table, cache
+        str(source),
+        spec.spec,
+        dict(spec.kwargs),
+        config.engine,
+        meta,
+        max(1, concurrency // workers),
+        table,
+        cache,
+        dict(auth or {}),
     )
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
@@ -172,6 +184,7 @@ class _Job:
     concurrency: int
     prices: PriceTable | None = None
     cache: CacheSettings | None = None
+    auth: dict[str, ModelAuth] | None = None
 
 
 def _chunks(run: Run) -> list[tuple[int, int]]:
@@ -292,7 +305,8 @@ class _Scorer:
                 ended_at=time.time(),
             )
 
-        scored = list(await asyncio.gather(*(one(*group) for group in groups)))
+        with bind_model_auth(self.job.auth or {}):  # a worker process has no binding of its own
+            scored = list(await asyncio.gather(*(one(*group) for group in groups)))
         return scored, merge_figures(*calls)
 
     def _examples(self, wanted: set[str]) -> dict[str, Example]:

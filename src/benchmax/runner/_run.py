@@ -33,7 +33,7 @@ from benchmax.envs import (
     RolloutRequest,
     SamplingParams,
     TerminationReason,
-    data_directory,
+    data_directories,
     open_examples,
 )
 from benchmax.errors import BenchmaxError
@@ -134,11 +134,12 @@ async def arun(
     try:
         if env is None:
             env = spec.load()
-        base_dir = data_directory(spec, config.data_dir) if owned else Path(config.data_dir or Path.cwd())
-        examples = await open_examples(env, config.split, base_dir, max_examples=config.max_examples)
+        places = data_directories(spec, config.data_dir) if owned else (Path(config.data_dir or Path.cwd()),)
+        examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
         if next(iter(examples), None) is None:  # also checks the first example before anything starts
             raise DatasetError(
-                f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples (data dir: {base_dir})"
+                f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
+                f"(data dir: {examples.base_dir})"
             )
         executor = make_executor(config, env, prices, clients=clients)
         await executor.start()

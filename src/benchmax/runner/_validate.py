@@ -36,11 +36,11 @@ from benchmax.envs import (
     check_env_definition,
     check_prompt_messages,
     collect_dataset_problems,
-    data_directory,
+    data_directories,
     example_location,
     implements,
     is_scorable,
-    open_dataset,
+    locate_dataset,
     to_example,
 )
 
@@ -110,10 +110,10 @@ async def validate_env(
                 report.warnings.append(f"{location}: {text}")
         if isinstance(env, BaseEnv):
             await _check_base_env(env, where, report)
-        base_dir = data_directory(spec, data_dir)
+        places = data_directories(spec, data_dir)
         examples: dict[str, list[Example[Any]]] = {}
         for split in SPLITS:
-            examples[split] = await _check_split(env, split, base_dir, max_examples, where, report)
+            examples[split] = await _check_split(env, split, places, max_examples, where, report)
         if isinstance(env, BaseEnv) and not any(p.message.startswith("hook ") for p in report.problems):
             for split in SPLITS:
                 await _check_hooks(env, split, examples[split], where, report)
@@ -177,12 +177,17 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
 
 
 async def _check_split(
-    env: Environment[Any, Any], split: str, base_dir: Path, max_examples: int, where: str, report: Report
+    env: Environment[Any, Any],
+    split: str,
+    places: Sequence[Path],
+    max_examples: int,
+    where: str,
+    report: Report,
 ) -> list[Example[Any]]:
     owner = f"{where}.create_dataset({split!r})"
     with collect_dataset_problems() as problems:
         try:
-            dataset = await open_dataset(env, split, base_dir, max_examples=max_examples)  # type: ignore[arg-type]
+            dataset, found_in = await locate_dataset(env, split, places, max_examples=max_examples)  # type: ignore[arg-type]
         except DatasetError as exc:
             report.problem(owner, str(exc))
             return []
@@ -215,6 +220,8 @@ async def _check_split(
     if not examples and not any(p.where == owner for p in report.problems):
         report.problem(owner, "the split is empty")
     report.notes.append(f"{split}: {len(examples)} example{'' if len(examples) == 1 else 's'} checked")
+    if found_in != places[0]:
+        report.notes.append(f"{split}: data read from {found_in}")
     return examples
 
 
@@ -245,15 +252,20 @@ async def _check_hooks(env: BaseEnv, split: str, examples: Sequence[Example[Any]
             split=split,  # type: ignore[arg-type]
             example_id=example.id,
         )
-        at = f"{where}.compute_reward ({split} example {index})"
+        # The hook that raised is named: an error entering or leaving rollout_context is the
+        # context's, not compute_reward's.
+        hook = "rollout_context"
         try:
             async with env.rollout_context(rollout_id, example):
                 if implements(env, "compute_reward"):
+                    hook = "compute_reward"
                     rewards = await env.compute_reward(rollout)
                     problem = _reward_problem(rewards, "compute_reward")
                     if problem is not None:
-                        report.problem(at, problem)
+                        report.problem(f"{where}.compute_reward ({split} example {index})", problem)
+                hook = "rollout_context (on exit)"
         except Exception as exc:
+            at = f"{where}.{hook} ({split} example {index})"
             report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
             continue
         rollouts.append(rollout)

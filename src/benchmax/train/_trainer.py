@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, load_env, open_examples
+from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, data_directories, open_examples
 from benchmax.errors import BenchmaxError
 from benchmax.runner import RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
@@ -327,12 +327,12 @@ def build(
     if isinstance(env, BaseEnv):
         env_obj, owns_env = env, False
         spec_name = config.env or type(env).__name__
-        base_dir = config.data_dir or Path.cwd()
+        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
     else:
         spec_name = env or config.env
         if not spec_name:
             raise TrainError("no environment given: pass ENV (path/to/env.py[:Class], module:Class or a directory)")
-        env_obj, base_dir = _load_env(spec_name, config)
+        env_obj, places = _load_env(spec_name, config)
         owns_env = True
     config = replace(config, env=spec_name)
     if config.async_steps is None:
@@ -348,7 +348,8 @@ def build(
     run_session = None
     policy = None
     try:
-        stream = loop.run(open_examples(env_obj, "train", base_dir, max_examples=config.max_examples))
+        stream = loop.run(open_examples(env_obj, "train", places, max_examples=config.max_examples))
+        base_dir = stream.base_dir or places[0]
         dataset = list(stream)
         if not dataset:
             raise TrainError(f"{spec_name}: create_dataset('train') returned no examples")
@@ -500,11 +501,13 @@ def _vllm_sync(trainer: Any, policy: TokenPolicy, *, asynchronous: bool) -> Call
     return before_step
 
 
-def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, Path]:
-    env, base_dir = load_env(spec, config.env_kwargs, data_dir=config.data_dir)
+def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, tuple[Path, ...]]:
+    """The env, and where its data is looked for (its train split picks the one that holds it)."""
+    env_spec = EnvSpec(spec, dict(config.env_kwargs or {}))
+    env = env_spec.load()
     if not isinstance(env, BaseEnv):
         raise TrainError(f"{spec}: {type(env).__name__} is not a BaseEnv; training drives the standard model loop")
-    return env, base_dir
+    return env, data_directories(env_spec, config.data_dir)
 
 
 def _run_dir(config: TrainConfig) -> Path:
