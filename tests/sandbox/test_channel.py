@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.sandbox import BwrapProvider, SandboxError, SandboxSpec, run_python_async
-from benchmax.sandbox import _bwrap
+from benchmax.sandbox import SandboxError, SandboxSpec, _bwrap, run_python_async
 
 AS_USER = Path(__file__).with_name("as_user.py")
 
