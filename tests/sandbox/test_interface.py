@@ -238,3 +238,10 @@ async def test_extra_writable_dirs_are_writable_and_capped_like_tmp(start):
 async def test_terminate_processes_with_nothing_running_is_harmless(sandbox):
     await sandbox.terminate_processes()
     assert (await sandbox.exec("echo alive")).stdout == "alive\n"
+
+
+async def test_a_command_that_closes_its_streams_before_exiting_keeps_its_exit_status(sandbox):
+    # coreutils close stdout and stderr before they exit: the agent saw both pipes end and
+    # killed the group before the exit, so `echo` read -9 under load.
+    result = await sandbox.exec("exec >&- 2>&-; sleep 0.3; exit 7", timeout=30)
+    assert result.exit_code == 7 and not result.timed_out, result

@@ -40,20 +40,38 @@ SHELL = {
 
 
 def sandbox_processes(marker: str | None = None) -> dict[int, str]:
-    """Host processes (not zombies) of sandboxes: their environment carries BENCHMAX_SANDBOX_ID."""
-    found = {}
+    """Host processes (not zombies) of sandboxes: their environment carries BENCHMAX_SANDBOX_ID.
+
+    A non-dumpable process (the agent) shows its environment to root only: as another
+    user it counts through its parent, a process of the same sandbox.
+    """
+    seen: dict[int, tuple[int, str, str, list[str] | None]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
             command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
         except OSError:
             continue
-        ids = [item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"BENCHMAX_SANDBOX_ID=")]
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            ids = [item.split(b"=", 1)[1].decode() for item in environ if item.startswith(b"BENCHMAX_SANDBOX_ID=")]
+        except OSError:
+            ids = None
+        seen[int(entry)] = (int(fields[1]), fields[0], command, ids)
+
+    def ids_of(pid: int, depth: int = 0) -> list[str]:
+        parent, _, _, ids = seen.get(pid, (0, "", "", []))
+        if ids is None and depth < 8:
+            return ids_of(parent, depth + 1)
+        return ids or []
+
+    found = {}
+    for pid, (_, state, command, _) in seen.items():
+        ids = ids_of(pid)
         if ids and state != "Z" and (marker is None or marker in ids):
-            found[int(entry)] = command
+            found[pid] = command
     return found
 
 

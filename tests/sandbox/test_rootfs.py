@@ -47,7 +47,9 @@ def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shell = Path(os.path.realpath("/bin/sh"))
     _place(python, root / "usr/bin/python3")
     _place(shell, root / "usr/bin/sh")
-    for binary in (python, shell):
+    # and ctypes' extension: the supervisor needs ctypes to make itself non-dumpable (libffi)
+    ctypes_ext = sorted(Path(sysconfig.get_paths()["platstdlib"], "lib-dynload").glob("_ctypes.*.so"))
+    for binary in (python, shell, *ctypes_ext):
         for library in _libraries(binary):
             _place(Path(os.path.realpath(library)), root / str(library).lstrip("/"))
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -91,3 +93,15 @@ async def test_a_rootfs_others_cannot_read_is_refused_with_the_fix_when_root(sta
     tmp_path.chmod(0o700)
     with pytest.raises(SandboxError, match="chmod o\\+rX"):
         await start(SandboxSpec(rootfs=tmp_path))
+
+
+async def test_a_rootfs_whose_python_lacks_ctypes_is_refused_not_run_dumpable(start, rootfs: Path, tmp_path: Path):
+    # Without ctypes the supervisor cannot make itself non-dumpable, and a command could then
+    # open the channel through /proc/<agent>/fd: it refuses to start rather than run exposed.
+    stripped = tmp_path / "rootfs"
+    shutil.copytree(rootfs, stripped, symlinks=True, copy_function=os.link)
+    for module in stripped.rglob("_ctypes.*.so"):
+        module.unlink()
+    tmp_path.chmod(0o755)
+    with pytest.raises(SandboxError, match="cannot make itself non-dumpable"):
+        await start(SandboxSpec(rootfs=stripped))

@@ -1,19 +1,24 @@
 """The supervisor that runs inside a local sandbox, as its first process.
 
-Started by bubblewrap as ``python3 -I -S -c <this file>`` (the source travels in
-argv, so nothing of benchmax needs to be visible inside). It speaks framed JSON
-on stdin/stdout with the host, one thread per request: run a command with
-limits, read/write/list files, move tar streams, kill leftover processes. It
-imports only the standard library and runs on Python 3.8+, so a prepared rootfs
-only needs a ``python3``.
+Started by bubblewrap as ``python3 -I -S -c <this file> CHANNEL LOG`` (the source
+travels in argv, so nothing of benchmax needs to be visible inside). It speaks
+framed JSON with the host over the socket on descriptor CHANNEL, one thread per
+request: run a command with limits, read/write/list files, move tar streams,
+kill leftover processes; its own stderr goes to descriptor LOG. It imports only
+the standard library and runs on Python 3.8+, so a prepared rootfs only needs a
+``python3`` (with ``ctypes``).
 
-It makes itself non-dumpable first: commands run as the same user, and that
-keeps them from opening ``/proc/<agent>/fd`` (the protocol pipes) or ptracing
-it, so a command cannot forge answers to the host. A command can still kill the
-agent; the host then sees the sandbox end.
+Commands run as the same user as every process of the sandbox, so whatever holds
+the channel must be out of their reach (issue #35: through ``/proc/1/fd`` a command
+forged a passing result and ran a command without limits). The channel is not
+stdin/stdout, which bubblewrap's init (pid 1, dumpable) keeps: it reaches this
+process only, on descriptors bubblewrap's init closes and children never inherit;
+and this process makes itself non-dumpable before anything else, which keeps
+commands from opening ``/proc/<agent>/fd`` or tracing it. If it cannot, it refuses
+to start. A command can still kill the agent; the host then sees the sandbox end.
 
 Frame: 8-byte header ``!II`` (JSON length, payload length), the JSON object,
-the payload bytes.
+the payload bytes. A reply's JSON is at most MAX_JSON bytes (the host refuses more).
 """
 
 import contextlib
@@ -22,6 +27,7 @@ import os
 import resource
 import selectors
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +37,7 @@ import time
 HEADER = struct.Struct("!II")
 CHUNK = 65536
 MAX_LIST = 100000
+MAX_JSON = 64 * 1024 * 1024
 _LIMITS = {
     "cpu_seconds": resource.RLIMIT_CPU,
     "memory_mb": resource.RLIMIT_AS,
@@ -47,11 +54,14 @@ _running_lock = threading.Lock()
 
 def send(out, header, data=b""):
     body = json.dumps(header, separators=(",", ":")).encode()
+    if len(body) > MAX_JSON:
+        message = f"the reply is {len(body)} bytes of JSON, more than the {MAX_JSON} the host accepts"
+        body = json.dumps({"id": header.get("id"), "error": "value", "message": message}).encode()
+        data = b""
     with _write_lock:
-        out.write(HEADER.pack(len(body), len(data)) + body)
+        out.sendall(HEADER.pack(len(body), len(data)) + body)
         if data:
-            out.write(data)
-        out.flush()
+            out.sendall(data)
 
 
 def read_exact(stream, size):
@@ -66,18 +76,25 @@ def read_exact(stream, size):
 
 
 def no_dump():
+    """Without this a command could open our descriptors under /proc: refuse to run instead."""
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:
-        pass
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0 or libc.prctl(3, 0, 0, 0, 0) != 0:  # PR_SET/GET_DUMPABLE
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    except Exception as exc:
+        sys.stderr.write(
+            f"benchmax sandbox: the supervisor cannot make itself non-dumpable ({type(exc).__name__}: {exc}); "
+            "commands could then forge its answers, so it does not start (a rootfs's python3 needs ctypes)\n"
+        )
+        sys.exit(1)
 
 
 def limiter(limits):
     values = []
     for name, which in _LIMITS.items():
-        value = limits.get(name)
+        value = limits[name]  # every limit is named, None for none: a request without them runs nothing
         if value is None:
             continue
         value = int(value) * (1024 * 1024 if name in _MIB else 1)
@@ -115,12 +132,12 @@ def run(req, data):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=limiter(req.get("limits") or {}),
+            preexec_fn=limiter(req["limits"]),
         )
     except OSError as exc:
         # like a shell: 127 for a missing command, 126 for one that cannot run
         code = 127 if isinstance(exc, FileNotFoundError) else 126
-        message = f"benchmax sandbox: cannot run {argv[0]}: {exc.strerror or exc}\n".encode()
+        message = f"benchmax sandbox: cannot run {argv[0][:1000]}: {exc.strerror or exc}\n".encode()
         return {"exit_code": code, "timed_out": False, "truncated": False, "duration": 0.0, "stdout_len": 0}, message
     with _running_lock:
         _running[req["id"]] = proc.pid
@@ -143,7 +160,8 @@ def communicate(proc, data, deadline, limit):
     """Feed stdin, drain both pipes up to ``limit`` each, kill the group at the deadline.
 
     Reading stops shortly after the main process exits even when something it left
-    behind still holds the pipes open.
+    behind still holds the pipes open. A process that closes both pipes before it
+    exits is waited for (up to the deadline), not killed: its exit status is its own.
     """
     buffers = {"stdout": bytearray(), "stderr": bytearray()}
     truncated = False
@@ -189,6 +207,11 @@ def communicate(proc, data, deadline, limit):
         if truncated:
             break
     selector.close()
+    if not (timed_out or truncated) and proc.poll() is None:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
     kill_group(proc.pid)
     if proc.poll() is None:
         proc.kill()
@@ -245,11 +268,17 @@ def put_tar(path, data):
             archive.extractall(path)
 
 
-def get_tar(path):
+def get_tar(path, max_bytes):
     import io
     import tarfile
 
-    buffer = io.BytesIO()
+    class Bounded(io.BytesIO):
+        def write(self, data):
+            if self.tell() + len(data) > max_bytes:
+                raise ValueError(f"the archive of {path} is more than the {max_bytes} bytes allowed")
+            return super().write(data)
+
+    buffer = Bounded()
     with tarfile.open(fileobj=buffer, mode="w:") as archive:
         if os.path.isdir(path):
             for name in sorted(os.listdir(path)):
@@ -311,7 +340,7 @@ def handle(out, req, data):
             put_tar(req["path"], data)
         elif op == "get_tar":
             os.stat(req["path"])
-            payload = get_tar(req["path"])
+            payload = get_tar(req["path"], req["max_bytes"])
         elif op == "kill_all":
             kill_all()
         elif op == "cancel":
@@ -333,9 +362,13 @@ def handle(out, req, data):
 
 def main():
     no_dump()
+    channel_fd, log_fd = int(sys.argv[1]), int(sys.argv[2])
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    os.set_inheritable(channel_fd, False)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    inp = sys.stdin.buffer
-    out = sys.stdout.buffer
+    out = socket.socket(fileno=channel_fd)
+    inp = out.makefile("rb")
     sys.stdout = sys.stderr
     send(out, {"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     while True:

@@ -17,6 +17,13 @@ Layers, each enforced by the kernel:
 - **Seccomp**: the filter of ``_seccomp.py`` (keyrings, BPF, io_uring, mount, ptrace ...).
 - **Limits**: rlimits per command (CPU, address space, file size, descriptors,
   processes counted per sandbox).
+- **The channel**: the host talks to the agent over a socket passed on a
+  descriptor of its own, not bubblewrap's stdin/stdout: bubblewrap's init (the
+  sandbox's pid 1) stays dumpable, so any command could open what it holds through
+  ``/proc/1/fd``, and it closes every other descriptor before the first command
+  runs. The agent, the only holder, is non-dumpable. Replies are bounded: a reply
+  header past ``_MAX_JSON`` or a payload past what its request allows ends the
+  sandbox with a protocol error before anything is read.
 - **Lifetime**: ``--die-with-parent`` plus a PID namespace: when benchmax dies,
   even by SIGKILL, the kernel kills bubblewrap and with it every process of the
   sandbox; its mounts live only in its own mount namespace and vanish with it.
@@ -34,6 +41,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -71,6 +79,10 @@ _STDERR_KEEP = 16384
 _SYSTEM_DIRS = ("/usr", "/etc", "/nix", "/gnu")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ROOTFS_SKIP = frozenset({"proc", "dev", "sys", "tmp", "run", "workspace"})
+_MAX_JSON = 64 * _MIB
+"""The largest reply header (JSON) the host reads; the agent never sends more (a listing says so)."""
+_MESSAGE_ROOM = 65536
+"""Payload room past a command's two capped streams (the agent's own "cannot run" message)."""
 _ANSWER_GRACE = 30.0
 """Seconds past a command's own timeout before a silent agent counts as broken."""
 _START_TIMEOUT = 60.0
@@ -345,22 +357,36 @@ class BwrapProvider(SandboxProvider):
         await asyncio.to_thread(self.check)
         sandbox_id = uuid.uuid4().hex[:12]
         agent = [self._python(spec) if spec.rootfs is not None else sys.executable, "-I", "-S", "-B", "-c"]
-        argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE])
+        # The channel and the agent's log, each a socket pair: the agent's ends travel on their own
+        # descriptors (never stdin/stdout/stderr, which bubblewrap's dumpable init keeps).
+        channel, channel_inside = socket.socketpair()
+        log, log_inside = socket.socketpair()
+        inside = (channel_inside.fileno(), log_inside.fileno())
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=_base_env(spec, sandbox_id),
-                pass_fds=pass_fds,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SandboxUnavailable(f"cannot run bubblewrap at {argv[0]!r}: {exc}. {INSTALL_HINT}") from exc
-        finally:
-            cleanup()
-        sandbox = BwrapSandbox(spec, sandbox_id, process, self._python(spec))
+            argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE, *map(str, inside)])
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=_base_env(spec, sandbox_id),
+                    pass_fds=(*pass_fds, *inside),
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise SandboxUnavailable(f"cannot run bubblewrap at {argv[0]!r}: {exc}. {INSTALL_HINT}") from exc
+            finally:
+                cleanup()
+                channel_inside.close()
+                log_inside.close()
+            reader, writer = await asyncio.open_connection(sock=channel)
+            log_reader, _ = await asyncio.open_connection(sock=log)
+        except BaseException:
+            channel.close()
+            log.close()
+            raise
+        sandbox = BwrapSandbox(spec, sandbox_id, process, self._python(spec), reader, writer, log_reader)
         try:
             await sandbox._wait_ready(self.bwrap)
             if spec.seed is not None:
@@ -422,12 +448,26 @@ class BwrapSandbox(Sandbox):
 
     provider = "bwrap"
 
-    def __init__(self, spec: SandboxSpec, sandbox_id: str, process: asyncio.subprocess.Process, python: str) -> None:
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        sandbox_id: str,
+        process: asyncio.subprocess.Process,
+        python: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        log: asyncio.StreamReader,
+    ) -> None:
         self.id = sandbox_id
         self.spec = spec
         self.python = python
         self._process = process
+        self._channel_reader = reader
+        self._channel = writer
+        self._log = log
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
+        self._allowed: dict[int, int] = {}
+        """Payload bytes each sent request may be answered with, until its answer arrives."""
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
         self._stopped = False
@@ -436,6 +476,7 @@ class BwrapSandbox(Sandbox):
         self._ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read_loop(), name=f"sandbox-{sandbox_id}-reader")
         self._stderr_reader = asyncio.create_task(self._read_stderr(), name=f"sandbox-{sandbox_id}-stderr")
+        self._log_reader = asyncio.create_task(self._read_log(), name=f"sandbox-{sandbox_id}-log")
         self._env = _base_env(spec, sandbox_id)
         _live.add(self)
 
@@ -456,35 +497,64 @@ class BwrapSandbox(Sandbox):
                 await asyncio.wait_for(asyncio.shield(self._stderr_reader), 5)
             raise SandboxError(_start_failure(bwrap, self._stderr.decode("utf-8", "replace"))) from exc
 
+    def _keep(self, chunk: bytes) -> None:
+        self._stderr += chunk
+        if len(self._stderr) > _STDERR_KEEP:
+            del self._stderr[: len(self._stderr) - _STDERR_KEEP]
+
     async def _read_stderr(self) -> None:
+        """Bubblewrap's own stderr, kept until the agent is ready (its setup errors).
+
+        Its init keeps this pipe for the sandbox's lifetime and stays dumpable, so past
+        that point anything arriving here may come from a command: drained, never shown.
+        """
         stream = self._process.stderr
         assert stream is not None
         while chunk := await stream.read(65536):
-            self._stderr += chunk
-            if len(self._stderr) > _STDERR_KEEP:
-                del self._stderr[: len(self._stderr) - _STDERR_KEEP]
+            if not self._ready.done():
+                self._keep(chunk)
+
+    async def _read_log(self) -> None:
+        """The agent's stderr, which only the agent holds (its tracebacks, if it ever fails)."""
+        while chunk := await self._log.read(65536):
+            self._keep(chunk)
 
     async def _read_loop(self) -> None:
-        stream = self._process.stdout
-        assert stream is not None
+        stream = self._channel_reader
         reason = "ended"
         try:
             while True:
                 head = await stream.readexactly(_HEADER_SIZE)
                 size, data_size = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
+                if size > _MAX_JSON:
+                    raise _ProtocolError(f"a {size}-byte reply header, more than the {_MAX_JSON} allowed")
                 reply = orjson.loads(await stream.readexactly(size))
+                if not isinstance(reply, dict):
+                    raise _ProtocolError(f"a reply that is not a JSON object: {type(reply).__name__}")
+                if reply.get("op") == "ready" and not self._ready.done():
+                    allowed = 0
+                else:
+                    request_id = reply.get("id")
+                    if not isinstance(request_id, int) or request_id not in self._allowed:
+                        raise _ProtocolError(f"an answer to a request it was not sent (id {request_id!r})")
+                    allowed = self._allowed.pop(request_id)
+                if data_size > allowed:
+                    raise _ProtocolError(f"a {data_size}-byte payload where its request allows {allowed}")
                 data = await stream.readexactly(data_size) if data_size else b""
-                if reply.get("op") == "ready":
-                    if not self._ready.done():
-                        self._ready.set_result(reply)
+                if reply.get("op") == "ready" and not self._ready.done():
+                    self._ready.set_result(reply)
                     continue
-                future = self._pending.pop(reply.get("id"), None)
+                future = self._pending.pop(reply["id"], None)
                 if future is not None and not future.done():
                     future.set_result((reply, data))
         except asyncio.IncompleteReadError:
             reason = "ended"
         except (ConnectionError, ValueError) as exc:
-            reason = f"broke its protocol ({type(exc).__name__}: {exc})"
+            reason = (
+                f"broke its protocol ({exc})"
+                if isinstance(exc, _ProtocolError)
+                else (f"broke its protocol ({type(exc).__name__}: {exc})")
+            )
         finally:
             self._settle(reason)
 
@@ -505,23 +575,24 @@ class BwrapSandbox(Sandbox):
             self._kill()
 
     async def _call(
-        self, header: dict[str, Any], data: bytes = b"", *, timeout: float = 120.0
+        self, header: dict[str, Any], data: bytes = b"", *, timeout: float = 120.0, answer_bytes: int = 0
     ) -> tuple[dict[str, Any], bytes]:
+        """Send one request and wait for its answer, whose payload may be at most ``answer_bytes``."""
         if self._stopped or self._ended is not None:
             raise SandboxError(f"sandbox {self.id} is {self._ended or 'stopped'}")
         request_id = next(self._ids)
         header["id"] = request_id
         future: asyncio.Future[tuple[dict[str, Any], bytes]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        self._allowed[request_id] = answer_bytes
         body = orjson.dumps(header)
-        stdin = self._process.stdin
-        assert stdin is not None
+        channel = self._channel
         try:
             async with self._write_lock:
-                stdin.write(len(body).to_bytes(4, "big") + len(data).to_bytes(4, "big") + body)
+                channel.write(len(body).to_bytes(4, "big") + len(data).to_bytes(4, "big") + body)
                 if data:
-                    stdin.write(data)
-                await stdin.drain()
+                    channel.write(data)
+                await channel.drain()
             reply, payload = await asyncio.wait_for(future, timeout)
         except SandboxError:
             raise
@@ -544,9 +615,9 @@ class BwrapSandbox(Sandbox):
 
     def _send_nowait(self, header: dict[str, Any]) -> None:
         body = orjson.dumps(header)
-        stdin = self._process.stdin
-        if stdin is not None and not stdin.is_closing():
-            stdin.write(len(body).to_bytes(4, "big") + (0).to_bytes(4, "big") + body)
+        if not self._channel.is_closing():
+            self._allowed[header["id"]] = 0
+            self._channel.write(len(body).to_bytes(4, "big") + (0).to_bytes(4, "big") + body)
 
     async def exec(
         self,
@@ -581,7 +652,8 @@ class BwrapSandbox(Sandbox):
             },
         }
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-        reply, payload = await self._call(header, data, timeout=timeout + _ANSWER_GRACE)
+        answer = 2 * int(max_output_bytes) + _MESSAGE_ROOM
+        reply, payload = await self._call(header, data, timeout=timeout + _ANSWER_GRACE, answer_bytes=answer)
         split = int(reply["stdout_len"])
         return ExecResult(
             exit_code=int(reply["exit_code"]),
@@ -593,7 +665,8 @@ class BwrapSandbox(Sandbox):
         )
 
     async def read_file(self, path: str, *, max_bytes: int = DEFAULT_READ_BYTES) -> bytes:
-        _, payload = await self._call({"op": "read", "path": self.path(path), "max_bytes": int(max_bytes)})
+        request = {"op": "read", "path": self.path(path), "max_bytes": int(max_bytes)}
+        _, payload = await self._call(request, answer_bytes=int(max_bytes))
         return payload
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int = 0o644) -> None:
@@ -617,8 +690,17 @@ class BwrapSandbox(Sandbox):
 
     async def copy_out(self, path: str, destination: str | os.PathLike[str]) -> None:
         source = self.path(path)
-        _, archive = await self._call({"op": "get_tar", "path": source}, timeout=600)
+        limit = self._max_archive()
+        _, archive = await self._call(
+            {"op": "get_tar", "path": source, "max_bytes": limit}, timeout=600, answer_bytes=limit
+        )
         await asyncio.to_thread(untar, archive, Path(os.fspath(destination)), source)
+
+    def _max_archive(self) -> int:
+        """The largest tree ``copy_out`` moves: twice every writable place of the sandbox, plus 64 MiB."""
+        limits = self.spec.limits
+        writable = limits.disk_mb + limits.tmp_mb * (1 + len(self.spec.writable_dirs)) + 64
+        return 2 * writable * _MIB
 
     async def terminate_processes(self) -> None:
         await self._call({"op": "kill_all"}, timeout=30)
@@ -634,12 +716,10 @@ class BwrapSandbox(Sandbox):
         self._stopped = True
         _live.discard(self)
         self._kill()
-        stdin = self._process.stdin
-        if stdin is not None:
-            stdin.close()
+        self._channel.close()
         with contextlib.suppress(ProcessLookupError):
             await self._process.wait()
-        for task in (self._reader, self._stderr_reader):
+        for task in (self._reader, self._stderr_reader, self._log_reader):
             if not task.done():
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -648,6 +728,10 @@ class BwrapSandbox(Sandbox):
     def __del__(self) -> None:
         if not getattr(self, "_stopped", True) and getattr(self, "_ended", None) is None:
             self._kill()
+
+
+class _ProtocolError(ValueError):
+    """The agent sent something the protocol does not allow (the sandbox is ended)."""
 
 
 def _argv(command: str | Sequence[str]) -> list[str]:
