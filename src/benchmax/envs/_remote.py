@@ -19,6 +19,7 @@ the server is back. No code is fetched: the env runs where it was served.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -115,7 +116,7 @@ class RemoteEnv(BaseEnv):
                 f"benchmax serve, not here (got {sorted(kwargs)})"
             )
         super().__init__()
-        self._token = os.environ.get(wire.TOKEN_ENV) or None
+        self._token = _token_for(self.url)
         self._sessions: dict[str, _Session] = {}
         self._http: Any = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
@@ -427,6 +428,26 @@ def _base_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def _token_for(base: str) -> str | None:
+    """``BENCHMAX_SERVE_TOKEN``; else, for a server on this machine, the token ``benchmax serve``
+    generated and keeps in a file only this user can read (a web page or another user cannot)."""
+    token = os.environ.get(wire.TOKEN_ENV)
+    if token:
+        return token
+    parts = urllib.parse.urlsplit(base)
+    host = (parts.hostname or "").strip("[]")
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    if not local or parts.port is None:
+        return None
+    try:
+        return wire.token_path(parts.port).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _headers(token: str | None) -> dict[str, str]:
     headers = {"Accept": "application/json"}
     if token:
@@ -436,7 +457,7 @@ def _headers(token: str | None) -> dict[str, str]:
 
 def _get_json(base: str, path: str, *, what: str, token: str | None = None) -> Any:
     """A blocking ``GET``: loading an env and reading its dataset are synchronous in the contract."""
-    token = token if token is not None else os.environ.get(wire.TOKEN_ENV) or None
+    token = token if token is not None else _token_for(base)
     request = urllib.request.Request(base + path, headers=_headers(token))
     try:
         with urllib.request.urlopen(request, timeout=INFO_TIMEOUT) as response:
