@@ -111,7 +111,9 @@ async def test_by_default_running_env_code_needs_the_generated_token_kept_in_a_p
     assert httpx.get(f"{server.url}/info").status_code == 200  # reads stay open to loopback
     refused = httpx.post(f"{server.url}/sessions", json={"split": "eval", "index": 0})
     assert refused.status_code == 401
-    wrong = httpx.post(f"{server.url}/sessions", json={"split": "eval", "index": 0}, headers={"Authorization": "Bearer x"})
+    wrong = httpx.post(
+        f"{server.url}/sessions", json={"split": "eval", "index": 0}, headers={"Authorization": "Bearer x"}
+    )
     assert wrong.status_code == 401
     with pytest.raises(InvalidStatus) as ws_refused:
         async with connect(_ws(server)):
@@ -130,7 +132,12 @@ def test_no_token_opts_out_on_loopback_and_is_refused_beyond_it(serve_env, tmp_p
     assert server.token is None and not wire.token_path(server.port).exists()
     assert httpx.post(f"{server.url}/sessions", json={"split": "eval", "index": 0}).status_code == 200
     # still no page at another origin
-    assert httpx.post(f"{server.url}/sessions", json={"split": "eval", "index": 1}, headers={"Origin": FOREIGN}).status_code == 403
+    assert (
+        httpx.post(
+            f"{server.url}/sessions", json={"split": "eval", "index": 1}, headers={"Origin": FOREIGN}
+        ).status_code
+        == 403
+    )
 
     from runkit import run_cli
 
@@ -178,7 +185,6 @@ async def test_websocket_sessions_count_against_the_same_per_client_cap(serve_en
         refused = await _send(socket, "reset", {"split": "eval", "index": 1})
         assert refused["type"] == "error" and "--max-sessions-per-client" in refused["data"]["message"]
     assert events(server.trace)["enter"] == 1
-
 
 
 def test_the_default_session_cap_follows_the_memory_there_is():

@@ -50,8 +50,7 @@ def serve_command(
         list[str],
         typer.Option(
             "--allow-origin",
-            help="A web page (scheme://host:port) that may call the server; pages elsewhere are refused. "
-            "Repeatable.",
+            help="A web page (scheme://host:port) that may call the server; pages elsewhere are refused. Repeatable.",
         ),
     ] = [],  # noqa: B006
     session_ttl: Annotated[
@@ -71,8 +70,7 @@ def serve_command(
         int | None,
         typer.Option(
             min=1,
-            help="Sessions one client address may hold; more are refused (HTTP 429). Default: half of "
-            "--max-sessions.",
+            help="Sessions one client address may hold; more are refused (HTTP 429). Default: half of --max-sessions.",
             show_default=False,
         ),
     ] = None,
