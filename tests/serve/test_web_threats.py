@@ -15,7 +15,7 @@ import stat
 
 import httpx
 import pytest
-from serve_support import events, mixed_rows
+from serve_support import events, mixed_rows, scripted
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -197,3 +197,22 @@ def test_the_default_session_cap_follows_the_memory_there_is():
     config = ServeConfig()
     assert config.max_sessions == default_max_sessions()
     assert 1 <= config.max_sessions_per_client <= config.max_sessions
+
+
+def test_benchmax_eval_waits_for_its_share_of_sessions_instead_of_being_refused(tmp_path, model, serve_env):
+    from runkit import run_cli
+
+    from benchmax.store import open_run
+
+    rows = [scripted(f"q{i}", [{"content": f"a{i}"}], f"a{i}") for i in range(6)]
+    server = serve_env(rows, "--max-sessions-per-client", "1")
+    run_dir = tmp_path / "run"
+    done = run_cli(
+        "eval", server.url, "--base-url", model.base_url, "--run-dir", run_dir,
+        "--group-size", "2", "--concurrency", "8", "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    with open_run(run_dir) as run:
+        assert run.meta["status"] == "completed"
+        assert [record.termination_reason for record in run.rollouts()] == ["finished"] * 12
+    assert events(server.trace) == {"enter": 12, "exit": 12}

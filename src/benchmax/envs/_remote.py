@@ -122,6 +122,8 @@ class RemoteEnv(BaseEnv):
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self._down: str | None = None
         self._tools: list[Tool] | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def unavailable(self) -> str | None:
@@ -195,6 +197,17 @@ class RemoteEnv(BaseEnv):
         if self._http is not None and self._http_loop is asyncio.get_running_loop():
             await self._http.close()
         self._http = None
+
+    def _session_slots(self) -> asyncio.Semaphore | None:
+        """The server's per-client session share (``max_sessions_per_client`` of ``/info``), so a
+        rollout waits for a session here instead of being refused there (which stops the run)."""
+        share = self.info.get("max_sessions_per_client")
+        if isinstance(share, bool) or not isinstance(share, int) or share < 1:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(share), loop
+        return self._slots
 
     # The calls.
 
@@ -327,8 +340,25 @@ class _RemoteSession:
         self.env = env
         self.rollout_id = rollout_id
         self.example = example
+        self.slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> None:
+        env = self.env
+        self.slots = env._session_slots()
+        if self.slots is not None:
+            await self.slots.acquire()
+        try:
+            await self._open()
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
+
+    async def _open(self) -> None:
         env = self.env
         body = {"rollout_id": self.rollout_id, "example": wire.example_json(self.example)}
         data = await env._call("POST", "/sessions", body, rollout_id=self.rollout_id, hook="rollout_context")
@@ -348,6 +378,12 @@ class _RemoteSession:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        try:
+            await self._close()
+        finally:
+            self._release()
+
+    async def _close(self) -> None:
         env = self.env
         session = env._sessions.pop(self.rollout_id, None)
         if session is None:
