@@ -64,7 +64,8 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"
     """The body is larger than ``--max-request-bytes`` (HTTP 413)."""
     CAPACITY = "capacity"
-    """``--max-sessions`` sessions are open (HTTP 503)."""
+    """``--max-sessions`` sessions are open (HTTP 503), or this client holds its share,
+    ``--max-sessions-per-client`` (HTTP 429)."""
     TOOL_ERROR = "tool_error"
     """``run_tool`` raised ``ToolError``: its message is a tool result the model sees."""
     ROLLOUT_FAILURE = "rollout_failure"
