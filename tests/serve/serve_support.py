@@ -20,6 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from benchmax.envs import wire
 from benchmax.testing import free_port
 
 SUPPORT = Path(__file__).parent / "support"
@@ -68,7 +71,13 @@ def wait_until(what: str, check: Any, timeout: float = 60.0, proc: subprocess.Po
 
 
 class ServeProcess:
-    """``benchmax serve ENV`` on one loopback port, killed and restarted at will (the port stays)."""
+    """``benchmax serve ENV`` on one loopback port, killed and restarted at will (the port stays).
+
+    Its output goes to a file (``banner`` reads it while it runs). ``token`` is the
+    token the server generated (read from its private token file, as a local
+    ``benchmax eval`` reads it), or the one given with ``--token``; ``http`` is an
+    httpx client that sends it, as any client allowed to run env code does.
+    """
 
     def __init__(self, data: Path, trace: Path, *, args: Sequence[str] = (), env: dict[str, str] | None = None) -> None:
         self.data = data
@@ -78,20 +87,43 @@ class ServeProcess:
         self.port = free_port()
         self.process: subprocess.Popen[str] | None = None
         self.output = ""
+        self.token: str | None = None
+        self._log = trace.with_name(f"{trace.name}-serve.log")
+        self._http: httpx.Client | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def banner(self) -> str:
+        return self._log.read_text() if self._log.exists() else ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @property
+    def http(self) -> httpx.Client:
+        if self._http is None:
+            self._http = httpx.Client(headers=self.headers, timeout=60)
+        return self._http
 
     def start(self) -> ServeProcess:
         command = [
             sys.executable, "-m", "benchmax.cli", "serve", ENV_SPEC, "--port", str(self.port),
             "--data-dir", str(self.data), "--env-arg", f"trace_dir={self.trace}", *self.args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env or dict(os.environ)
-        )
+        self._log.parent.mkdir(parents=True, exist_ok=True)
+        with self._log.open("a") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env or dict(os.environ)
+            )
         wait_until("the env server answering", self._answers, proc=self.process)
+        if "--token" in self.args:
+            self.token = self.args[self.args.index("--token") + 1]
+        elif "--no-token" not in self.args:
+            self.token = wire.token_path(self.port).read_text().strip()
         return self
 
     def _answers(self) -> bool:
@@ -105,9 +137,15 @@ class ServeProcess:
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 60) -> int:
         process, self.process = self.process, None
+        if self._http is not None:
+            self._http.close()
+            self._http = None
         if process is None:
             return 0
         if process.poll() is None:
             process.send_signal(signum)
-        self.output += process.communicate(timeout=timeout)[0]
+        process.wait(timeout=timeout)
+        self.output = self.banner
+        if signum == signal.SIGKILL:  # a killed server leaves its token file; a restart replaces it
+            wire.token_path(self.port).unlink(missing_ok=True)
         return process.returncode

@@ -22,7 +22,10 @@ async def _send(socket, kind, data=None):
 async def test_an_episode_resets_to_an_example_calls_tools_and_submits_for_its_reward(serve_env):
     rows = mixed_rows()
     server = serve_env(rows)
-    async with aiohttp.ClientSession() as http, http.ws_connect(f"{server.url.replace('http', 'ws')}/ws") as socket:
+    async with (
+        aiohttp.ClientSession(headers=server.headers) as http,
+        http.ws_connect(f"{server.url.replace('http', 'ws')}/ws") as socket,
+    ):
         reset = await _send(socket, "reset", {"split": "eval", "index": 0, "episode_id": "ep-1"})
         assert reset["type"] == "observation" and reset["data"]["done"] is False and reset["data"]["reward"] is None
         observation = reset["data"]["observation"]
@@ -54,7 +57,7 @@ async def test_an_episode_resets_to_an_example_calls_tools_and_submits_for_its_r
 async def test_a_crashing_tool_ends_the_episode_and_a_dropped_socket_exits_its_context(serve_env):
     server = serve_env(mixed_rows())
     url = f"{server.url.replace('http', 'ws')}/ws"
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers=server.headers) as http:
         async with http.ws_connect(url) as socket:
             await _send(socket, "reset", {"split": "eval", "index": 2})
             crashed = await _send(socket, "step", {"tool_name": "explode", "arguments": {}})

@@ -42,25 +42,25 @@ def test_the_listing_pages_a_split_in_order_with_stable_ids(serve_env):
 def test_a_session_runs_tools_scores_and_tears_down_with_the_env_code_errors_as_answers(serve_env):
     server = serve_env(mixed_rows())
     example = _example(server)
-    opened = httpx.post(f"{server.url}/sessions", json={"rollout_id": "r1", "example": example}).json()
+    opened = server.http.post(f"{server.url}/sessions", json={"rollout_id": "r1", "example": example}).json()
     assert opened["rollout_id"] == "r1" and opened["tools"][0]["function"]["name"] == "add"
     assert opened["prompt_messages"] == example["payload"]["prompt_messages"]
     assert [entry["message"] for entry in opened["logs"]] == ["context entered for r1"]
     base = f"{server.url}/sessions/{opened['session_id']}"
-    added = httpx.post(f"{base}/tools/add", json={"arguments": {"a": 2, "b": 3}}).json()
+    added = server.http.post(f"{base}/tools/add", json={"arguments": {"a": 2, "b": 3}}).json()
     assert added["result"] == '{"sum":5}' and added["logs"][0]["rollout_id"] == "r1"
-    missing = httpx.post(f"{base}/tools/lookup", json={"arguments": {"key": "nope"}}).json()
+    missing = server.http.post(f"{base}/tools/lookup", json={"arguments": {"key": "nope"}}).json()
     assert missing["error"] == {"code": "tool_error", "message": "no key 'nope'", "hook": "run_tool", "tool": "lookup"}
-    crashed = httpx.post(f"{base}/tools/explode", json={"arguments": {}}).json()
+    crashed = server.http.post(f"{base}/tools/explode", json={"arguments": {}}).json()
     assert crashed["error"]["code"] == "hook_error" and crashed["error"]["exception"] == "RuntimeError"
     assert wire.failure_of(crashed["error"]) == ("tool_error", "tool 'explode' raised RuntimeError: the tool blew up")
     transcript = [*example["payload"]["prompt_messages"], {"role": "assistant", "content": "3"}]
     body = {"messages": transcript, "termination_reason": "finished", "split": "eval", "turns": []}
-    assert httpx.post(f"{base}/reward", json=body).json()["rewards"] == {"correct": 1.0}
+    assert server.http.post(f"{base}/reward", json=body).json()["rewards"] == {"correct": 1.0}
     assert httpx.get(base).json()["step_count"] == 3
-    assert httpx.delete(base).json()["closed"] is True
+    assert server.http.delete(base).json()["closed"] is True
     assert events(server.trace) == {"enter": 1, "exit": 1}
-    gone = httpx.post(f"{base}/tools/add", json={"arguments": {"a": 1, "b": 1}})
+    gone = server.http.post(f"{base}/tools/add", json={"arguments": {"a": 1, "b": 1}})
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "session_not_found"
 
 
@@ -68,26 +68,26 @@ def test_bad_bodies_get_4xx_answers_that_name_the_problem(serve_env):
     server = serve_env(mixed_rows(), "--max-request-bytes", "4096")
     post = f"{server.url}/sessions"
     cases = [
-        (httpx.post(post, content=b"{not json", headers={"Content-Type": "application/json"}), 400, "not JSON"),
-        (httpx.post(post, json=[1, 2]), 400, "must be a JSON object"),
-        (httpx.post(post, json={"split": "test", "index": 0}), 400, "split must be one of"),
-        (httpx.post(post, json={"split": "eval"}), 400, "one of index or example_id"),
-        (httpx.post(post, json={"split": "eval", "index": 99}), 404, "no example at index 99"),
-        (httpx.post(post, json={"example": {"payload": {}}}), 400, "example.id must be a non-empty string"),
-        (httpx.post(post, json={"split": "eval", "index": 0, "pad": "x" * 5000}), 413, "--max-request-bytes"),
+        (server.http.post(post, content=b"{not json", headers={"Content-Type": "application/json"}), 400, "not JSON"),
+        (server.http.post(post, json=[1, 2]), 400, "must be a JSON object"),
+        (server.http.post(post, json={"split": "test", "index": 0}), 400, "split must be one of"),
+        (server.http.post(post, json={"split": "eval"}), 400, "one of index or example_id"),
+        (server.http.post(post, json={"split": "eval", "index": 99}), 404, "no example at index 99"),
+        (server.http.post(post, json={"example": {"payload": {}}}), 400, "example.id must be a non-empty string"),
+        (server.http.post(post, json={"split": "eval", "index": 0, "pad": "x" * 5000}), 413, "--max-request-bytes"),
         (httpx.get(f"{server.url}/dataset/eval", params={"limit": "-1"}), 400, "limit must be an integer"),
         (httpx.get(f"{server.url}/nowhere"), 404, "/nowhere"),
     ]
     for response, status, words in cases:
         assert response.status_code == status, response.text
         assert words in response.json()["error"]["message"], response.text
-    opened = httpx.post(post, json={"split": "eval", "index": 0, "rollout_id": "twice"})
-    again = httpx.post(post, json={"split": "eval", "index": 0, "rollout_id": "twice"})
+    opened = server.http.post(post, json={"split": "eval", "index": 0, "rollout_id": "twice"})
+    again = server.http.post(post, json={"split": "eval", "index": 0, "rollout_id": "twice"})
     assert opened.status_code == 200 and again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     sid = opened.json()["session_id"]
-    reserved = httpx.post(f"{server.url}/sessions/{sid}/tools/add", json={"arguments": {"rollout_id": "x"}})
+    reserved = server.http.post(f"{server.url}/sessions/{sid}/tools/add", json={"arguments": {"rollout_id": "x"}})
     assert reserved.status_code == 400 and "reserved" in reserved.json()["error"]["message"]
-    bad_reward = httpx.post(f"{server.url}/sessions/{sid}/reward", json={"messages": "no", "split": "eval"})
+    bad_reward = server.http.post(f"{server.url}/sessions/{sid}/reward", json={"messages": "no", "split": "eval"})
     assert bad_reward.status_code == 400 and "body.messages must be a list" in bad_reward.json()["error"]["message"]
 
 

@@ -84,7 +84,10 @@ def test_stopping_the_server_exits_every_open_context_and_closes_the_env(tmp_pat
     for index in range(2):
         body = json.dumps({"split": "eval", "index": index, "rollout_id": f"held-{index}"}).encode()
         request = urllib.request.Request(
-            f"{server.url}/sessions", data=body, headers={"Content-Type": "application/json"}, method="POST"
+            f"{server.url}/sessions",
+            data=body,
+            headers={"Content-Type": "application/json", **server.headers},
+            method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             assert json.loads(response.read())["rollout_id"] == f"held-{index}"

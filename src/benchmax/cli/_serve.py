@@ -34,16 +34,46 @@ def serve_command(
         typer.Option(
             "--token",
             envvar="BENCHMAX_SERVE_TOKEN",
-            help="Require this bearer token on every request (clients read it from BENCHMAX_SERVE_TOKEN).",
+            help="Require this bearer token on every request (clients read it from BENCHMAX_SERVE_TOKEN). "
+            "Without it one is generated: on loopback it guards what runs env code and is kept in a file "
+            "only you can read, where benchmax eval finds it.",
         ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="On loopback, let any program on this machine run the env's tools without a token.",
+        ),
+    ] = False,
+    allow_origin: Annotated[
+        list[str],
+        typer.Option(
+            "--allow-origin",
+            help="A web page (scheme://host:port) that may call the server; pages elsewhere are refused. Repeatable.",
+        ),
+    ] = [],  # noqa: B006
     session_ttl: Annotated[
         float,
         typer.Option(min=0.001, help="Seconds a session may stay idle before its rollout_context is exited."),
     ] = 300.0,
     max_sessions: Annotated[
-        int, typer.Option(min=1, help="Sessions open at once; more are refused (HTTP 503).")
-    ] = 1024,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Sessions open at once; more are refused (HTTP 503). Default: what the free memory holds "
+            "at 64 MiB a session, between 16 and 1024.",
+            show_default=False,
+        ),
+    ] = None,
+    max_sessions_per_client: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Sessions one client address may hold; more are refused (HTTP 429). Default: half of --max-sessions.",
+            show_default=False,
+        ),
+    ] = None,
     max_request_bytes: Annotated[
         int, typer.Option(min=1024, help="The largest request body or WebSocket message accepted.")
     ] = 64 * 1024 * 1024,
@@ -57,7 +87,13 @@ def serve_command(
             err=True,
         )
         raise typer.Exit(2) from exc
-    config = ServeConfig(session_ttl=session_ttl, max_sessions=max_sessions, max_request_bytes=max_request_bytes)
+    limits = {"max_sessions": max_sessions} if max_sessions is not None else {}
+    config = ServeConfig(
+        session_ttl=session_ttl,
+        max_sessions_per_client=max_sessions_per_client,
+        max_request_bytes=max_request_bytes,
+        **limits,
+    )
     try:
         serve(
             env,
@@ -66,6 +102,8 @@ def serve_command(
             host=host,
             port=port,
             token=token,
+            require_token=not no_token,
+            allowed_origins=allow_origin,
             config=config,
             announce=lambda line: typer.echo(line),
         )

@@ -19,6 +19,7 @@ the server is back. No code is fetched: the env runs where it was served.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import os
@@ -115,12 +116,14 @@ class RemoteEnv(BaseEnv):
                 f"benchmax serve, not here (got {sorted(kwargs)})"
             )
         super().__init__()
-        self._token = os.environ.get(wire.TOKEN_ENV) or None
+        self._token = _token_for(self.url)
         self._sessions: dict[str, _Session] = {}
         self._http: Any = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self._down: str | None = None
         self._tools: list[Tool] | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def unavailable(self) -> str | None:
@@ -194,6 +197,17 @@ class RemoteEnv(BaseEnv):
         if self._http is not None and self._http_loop is asyncio.get_running_loop():
             await self._http.close()
         self._http = None
+
+    def _session_slots(self) -> asyncio.Semaphore | None:
+        """The server's per-client session share (``max_sessions_per_client`` of ``/info``), so a
+        rollout waits for a session here instead of being refused there (which stops the run)."""
+        share = self.info.get("max_sessions_per_client")
+        if isinstance(share, bool) or not isinstance(share, int) or share < 1:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(share), loop
+        return self._slots
 
     # The calls.
 
@@ -326,8 +340,25 @@ class _RemoteSession:
         self.env = env
         self.rollout_id = rollout_id
         self.example = example
+        self.slots: asyncio.Semaphore | None = None
 
     async def __aenter__(self) -> None:
+        env = self.env
+        self.slots = env._session_slots()
+        if self.slots is not None:
+            await self.slots.acquire()
+        try:
+            await self._open()
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        slots, self.slots = self.slots, None
+        if slots is not None:
+            slots.release()
+
+    async def _open(self) -> None:
         env = self.env
         body = {"rollout_id": self.rollout_id, "example": wire.example_json(self.example)}
         data = await env._call("POST", "/sessions", body, rollout_id=self.rollout_id, hook="rollout_context")
@@ -347,6 +378,12 @@ class _RemoteSession:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        try:
+            await self._close()
+        finally:
+            self._release()
+
+    async def _close(self) -> None:
         env = self.env
         session = env._sessions.pop(self.rollout_id, None)
         if session is None:
@@ -427,6 +464,26 @@ def _base_url(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def _token_for(base: str) -> str | None:
+    """``BENCHMAX_SERVE_TOKEN``; else, for a server on this machine, the token ``benchmax serve``
+    generated and keeps in a file only this user can read (a web page or another user cannot)."""
+    token = os.environ.get(wire.TOKEN_ENV)
+    if token:
+        return token
+    parts = urllib.parse.urlsplit(base)
+    host = (parts.hostname or "").strip("[]")
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        local = False
+    if not local or parts.port is None:
+        return None
+    try:
+        return wire.token_path(parts.port).read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _headers(token: str | None) -> dict[str, str]:
     headers = {"Accept": "application/json"}
     if token:
@@ -436,7 +493,7 @@ def _headers(token: str | None) -> dict[str, str]:
 
 def _get_json(base: str, path: str, *, what: str, token: str | None = None) -> Any:
     """A blocking ``GET``: loading an env and reading its dataset are synchronous in the contract."""
-    token = token if token is not None else os.environ.get(wire.TOKEN_ENV) or None
+    token = token if token is not None else _token_for(base)
     request = urllib.request.Request(base + path, headers=_headers(token))
     try:
         with urllib.request.urlopen(request, timeout=INFO_TIMEOUT) as response:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -31,6 +33,20 @@ PROTOCOL = "benchmax-env/1"
 """Named in ``GET /info``; a proxy refuses a server that speaks another."""
 TOKEN_ENV = "BENCHMAX_SERVE_TOKEN"
 """Where the proxy and ``benchmax serve`` read the bearer token (it never goes into a URL or a run)."""
+
+
+def token_path(port: int) -> Path:
+    """Where ``benchmax serve`` keeps the token it generated for ``port`` while it runs.
+
+    The file is the user's alone (0600 in a 0700 directory), so a proxy on this
+    machine (``benchmax eval http://127.0.0.1:PORT``) runs env code without the
+    token being printed or passed around, while web pages and other users cannot
+    read it.
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "benchmax" / "serve" / f"{port}.token"
+
+
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -48,7 +64,8 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"
     """The body is larger than ``--max-request-bytes`` (HTTP 413)."""
     CAPACITY = "capacity"
-    """``--max-sessions`` sessions are open (HTTP 503)."""
+    """``--max-sessions`` sessions are open (HTTP 503), or this client holds its share,
+    ``--max-sessions-per-client`` (HTTP 429)."""
     TOOL_ERROR = "tool_error"
     """``run_tool`` raised ``ToolError``: its message is a tool result the model sees."""
     ROLLOUT_FAILURE = "rollout_failure"
@@ -59,6 +76,9 @@ class ErrorCode(StrEnum):
     """Env code returned something JSON cannot carry (a reward that is not a mapping of numbers)."""
     DATASET_ERROR = "dataset_error"
     """``create_dataset`` or one of its rows is unusable; ``message`` names ``file:line``."""
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    """A body sent without ``Content-Type: application/json`` (HTTP 415): what a web page's form or
+    ``no-cors`` request sends, refused before env code runs."""
     INTERNAL = "internal_error"
     """The server itself failed (HTTP 500): a bug to report."""
 

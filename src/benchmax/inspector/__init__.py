@@ -6,7 +6,7 @@ being written, or open one copied from another machine.
 
 from benchmax.inspector.app import create_app
 from benchmax.inspector.export import export_static
-from benchmax.inspector.security import AccessGuard, is_loopback
+from benchmax.inspector.security import AccessGuard, is_loopback, normalize_origin
 from benchmax.inspector.server import InspectorError, bind, resolve_token, serve
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "create_app",
     "export_static",
     "is_loopback",
+    "normalize_origin",
     "resolve_token",
     "serve",
 ]

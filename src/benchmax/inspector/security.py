@@ -1,18 +1,28 @@
-"""Who may read the inspector, and the headers that keep run content inert in a browser.
+"""Who may read the inspector or drive ``benchmax serve``, and the headers that keep run content inert.
 
 Without a token only loopback clients that name a loopback host are served: that
 stops other machines and DNS-rebinding pages alike. With a token every request
 must carry it (``Authorization: Bearer``, or the cookie set when the printed
-``?token=`` link is first opened). WebSocket connections (``benchmax serve``'s
-``/ws``) follow the same rule; they may also carry the token as ``?token=``.
+``?token=`` link is first opened); ``benchmax serve``'s generated loopback token
+guards only what runs env code (every method but GET/HEAD/OPTIONS, and
+WebSockets), its reads staying under the loopback rule. WebSocket connections
+follow the same rule; they may also carry the token as ``?token=``.
+
+A browser names the page behind every cross-origin request (and every
+WebSocket handshake and POST) in ``Origin``, and a page cannot forge it. So a
+request whose ``Origin`` is neither this server (the ``Host`` it was sent to)
+nor an origin allowed by name is refused, token or not: a page elsewhere can
+neither read nor drive what is served here. A request without ``Origin`` comes
+from a program, not a page, and is judged by the rules above.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Iterable
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,6 +32,8 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that only read: everything else changes state (opens a session, runs a tool)."""
 _LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
 
 
@@ -38,56 +50,97 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-class AccessGuard:
-    """ASGI middleware: the access rule above, plus security headers on every response."""
+def normalize_origin(origin: str) -> str:
+    """``scheme://host[:port]`` in lower case, as a browser writes ``Origin``; a ``ValueError`` otherwise."""
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"an origin is scheme://host[:port] (http or https), got {origin!r}")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(f"an origin is scheme://host[:port] (http or https), got {origin!r}")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
 
-    def __init__(self, app: ASGIApp, *, token: str | None = None) -> None:
+
+class AccessGuard:
+    """ASGI middleware: the access rule above, plus security headers on every HTTP response.
+
+    ``token_for_reads=False`` asks the token only of requests that change state
+    (and of WebSockets); reads are then served under the loopback rule.
+    ``allowed_origins`` are the pages, besides this server's own, that may call it.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None = None,
+        token_for_reads: bool = True,
+        allowed_origins: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.token = token or None
+        self.token_for_reads = token_for_reads
+        self.allowed_origins = frozenset(normalize_origin(origin) for origin in allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            await self._websocket(scope, receive, send)
-            return
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        websocket = scope["type"] == "websocket"
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        if self.token is None:
-            client = scope.get("client")
-            if not is_loopback(client[0] if client else None):
-                await _deny(send, 403, "non-local access is refused: restart with --host and --token")
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        refusal = self._foreign_origin(headers)
+        if refusal is None:
+            refusal = self._unauthorised(scope, headers, query, websocket)
+        if refusal is not None:
+            if websocket:
+                message = await receive()
+                if message["type"] == "websocket.connect":
+                    await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
                 return
-            if not is_loopback(_hostname(headers.get("host", ""))):
-                await _deny(send, 403, "unexpected Host header: open the inspector via 127.0.0.1")
-                return
-        else:
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            if _matches(query.get("token"), self.token):
-                await _redirect_with_cookie(scope, send, query, self.token)
-                return
-            if not (_matches(_bearer(headers), self.token) or _matches(_cookie(headers), self.token)):
-                await _deny(send, 401, "a token is required: open the link printed by benchmax inspect")
-                return
+            await _deny(send, *refusal)
+            return
+        if websocket:
+            await self.app(scope, receive, send)
+            return
+        if self.token is not None and self._needs_token(scope) and _matches(query.get("token"), self.token):
+            await _redirect_with_cookie(scope, send, query, self.token)
+            return
         await self.app(scope, receive, _with_security_headers(send))
 
+    def _foreign_origin(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        try:
+            normalized = normalize_origin(origin)
+        except ValueError:
+            normalized = None  # "null": a sandboxed frame, a file:// page, a redirect across origins
+        host = headers.get("host", "").lower()
+        if normalized is not None and (normalized.split("://", 1)[1] == host or normalized in self.allowed_origins):
+            return None
+        return (
+            403,
+            f"cross-origin request refused: Origin {origin[:200]!r} is not this server; "
+            "a page elsewhere may not call it (allow one by name with --allow-origin)",
+        )
 
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        if self.token is None:
-            client = scope.get("client")
-            allowed = is_loopback(client[0] if client else None) and is_loopback(_hostname(headers.get("host", "")))
-        else:
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            allowed = any(
-                _matches(supplied, self.token) for supplied in (_bearer(headers), _cookie(headers), query.get("token"))
-            )
-        if allowed:
-            await self.app(scope, receive, send)
-            return
-        message = await receive()
-        if message["type"] == "websocket.connect":
-            await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
+    def _needs_token(self, scope: Scope) -> bool:
+        return self.token_for_reads or scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
+
+    def _unauthorised(
+        self, scope: Scope, headers: dict[str, str], query: dict[str, str], websocket: bool
+    ) -> tuple[int, str] | None:
+        if self.token is not None and self._needs_token(scope):
+            supplied = [_bearer(headers), _cookie(headers), query.get("token")]
+            if any(_matches(value, self.token) for value in supplied):
+                return None
+            return 401, "a token is required: open the link printed by benchmax inspect, or send Authorization: Bearer"
+        client = scope.get("client")
+        if not is_loopback(client[0] if client else None):
+            return 403, "non-local access is refused: restart with --host and --token"
+        if not is_loopback(_hostname(headers.get("host", ""))):
+            return 403, "unexpected Host header: open it via 127.0.0.1"
+        return None
 
 
 def _with_security_headers(send: Send) -> Send:

@@ -10,7 +10,7 @@ its TTL, or when the server stops. ``docs/serve.md`` is the protocol.
 
 from benchmax.serve._app import create_app
 from benchmax.serve._server import DEFAULT_HOST, DEFAULT_PORT, ServeError, load_served, serve
-from benchmax.serve._service import EnvService, ServeConfig
+from benchmax.serve._service import EnvService, ServeConfig, default_max_sessions
 
 __all__ = [
     "DEFAULT_HOST",
@@ -19,6 +19,7 @@ __all__ = [
     "ServeConfig",
     "ServeError",
     "create_app",
+    "default_max_sessions",
     "load_served",
     "serve",
 ]

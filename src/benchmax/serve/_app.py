@@ -4,15 +4,18 @@ Every body is JSON, read up to ``max_request_bytes`` and checked here, at the
 boundary: a bad one is answered 4xx with ``{"error": {"code", "message"}}``
 naming the field. Calls into env code are answered 200 even when the env code
 raised: its error is the answer (see :mod:`benchmax.envs.wire`). The access
-rule is the inspector's (loopback only without a token; a bearer token for
-anything else), applied to WebSockets too.
+rule is the inspector's (:class:`benchmax.inspector.AccessGuard`: loopback
+only, a token for what runs env code, no page at another origin), applied to
+WebSockets too. A POST must say its body is JSON: a web page can send a
+cross-origin form or ``no-cors`` ``text/plain`` POST without asking, never an
+``application/json`` one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -47,9 +50,24 @@ def error_response(code: wire.ErrorCode | str, message: str, status: int) -> Res
     return json_response(wire.error_body(code, message), status)
 
 
-def create_app(service: EnvService, *, token: str | None = None) -> AccessGuard:
+def create_app(
+    service: EnvService,
+    *,
+    token: str | None = None,
+    token_for_reads: bool = True,
+    allowed_origins: Iterable[str] = (),
+    on_shutdown: Iterable[Callable[[], None]] = (),
+) -> AccessGuard:
     """The ASGI app serving ``service``; its lifespan starts the TTL reaper and, on shutdown,
-    exits every open session's context and closes the env."""
+    exits every open session's context and closes the env.
+
+    ``token`` guards every request, or with ``token_for_reads=False`` only those that run
+    env code (sessions, tools, rewards, ``/ws``); ``allowed_origins`` are the web pages,
+    besides the server's own origin, that may call it. ``on_shutdown`` runs last in the
+    lifespan's shutdown (uvicorn re-raises SIGTERM once it has shut down, so code after
+    ``Server.run`` does not run then).
+    """
+    at_shutdown = list(on_shutdown)
     limit = service.config.max_request_bytes
 
     async def read_json(request: Request) -> Any:
@@ -85,9 +103,11 @@ def create_app(service: EnvService, *, token: str | None = None) -> AccessGuard:
 
         async def wrapped(request: Request) -> Response:
             try:
+                if request.method == "POST":
+                    _check_json_media_type(request.headers.get("content-type"))
                 return await handler(request)
             except wire.WireError as exc:
-                status = {wire.ErrorCode.NOT_FOUND: 404, wire.ErrorCode.TOO_LARGE: 413}.get(exc.code, 400)
+                status = _STATUS.get(exc.code, 400)
                 if exc.code == wire.ErrorCode.INVALID_RESULT:
                     status = 500
                 return error_response(exc.code, str(exc), status)
@@ -176,7 +196,7 @@ def create_app(service: EnvService, *, token: str | None = None) -> AccessGuard:
             if example_id is not None and not isinstance(example_id, str):
                 raise wire.WireError("example_id must be a string")
             example = await service.example(split, index=index, example_id=example_id)
-        _, answer = await service.open(rollout_id, example)
+        _, answer = await service.open(rollout_id, example, client=_client_of(request.client))
         return json_response(answer)
 
     @endpoint
@@ -228,7 +248,11 @@ def create_app(service: EnvService, *, token: str | None = None) -> AccessGuard:
         try:
             yield
         finally:
-            await service.aclose()
+            try:
+                await service.aclose()
+            finally:
+                for hook in at_shutdown:
+                    hook()
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -248,7 +272,29 @@ def create_app(service: EnvService, *, token: str | None = None) -> AccessGuard:
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: not_found})
     app.state.service = service
-    return AccessGuard(app, token=token)
+    return AccessGuard(app, token=token, token_for_reads=token_for_reads, allowed_origins=allowed_origins)
+
+
+_STATUS = {
+    wire.ErrorCode.NOT_FOUND: 404,
+    wire.ErrorCode.TOO_LARGE: 413,
+    wire.ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+}
+
+
+def _check_json_media_type(content_type: str | None) -> None:
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise wire.WireError(
+            f"the body must be sent as Content-Type: application/json (got {media_type or 'none'})",
+            wire.ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        )
+
+
+def _client_of(address: object) -> str:
+    """The peer address a client's sessions are counted under (``--max-sessions-per-client``)."""
+    host = getattr(address, "host", None)
+    return str(host) if host else "unknown"
 
 
 def _count(raw: str | None, name: str, *, minimum: int) -> int:

@@ -92,28 +92,18 @@ class _Refused(Exception):
 def endpoint(service: EnvService) -> Callable[[WebSocket], Awaitable[None]]:
     async def websocket(socket: WebSocket) -> None:
         await socket.accept()
-        episode = _Episode(service)
-        why = "its WebSocket disconnected"
+        client = socket.client.host if socket.client is not None and socket.client.host else "unknown"
+        episode = _Episode(service, client)
+        why: str | None = "its WebSocket disconnected"
         try:
             while True:
-                raw = await socket.receive_text()
-                try:
-                    message = orjson.loads(raw)
-                    if not isinstance(message, Mapping):
-                        raise _Refused("VALIDATION_ERROR", "a message is a JSON object with a type")
-                    kind = message.get("type")
-                    if kind == "close":
-                        why = None
-                        break
-                    answer = await episode.handle(kind, message.get("data"))
-                except orjson.JSONDecodeError as exc:
-                    answer = _error("INVALID_JSON", f"Invalid JSON: {exc}")
-                except _Refused as exc:
-                    answer = _error(exc.code, str(exc))
-                except (wire.WireError, SessionError) as exc:
-                    answer = _error(
-                        "VALIDATION_ERROR" if isinstance(exc, wire.WireError) else "SESSION_ERROR", str(exc)
-                    )
+                frame = await socket.receive()
+                if frame["type"] == "websocket.disconnect":
+                    break
+                answer = await _answer(episode, frame.get("text"))
+                if answer is None:
+                    why = None
+                    break
                 await socket.send_text(orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS).decode())
         except WebSocketDisconnect:
             pass
@@ -125,11 +115,33 @@ def endpoint(service: EnvService) -> Callable[[WebSocket], Awaitable[None]]:
     return websocket
 
 
+async def _answer(episode: _Episode, text: str | None) -> dict[str, Any] | None:
+    """The answer to one frame; ``None`` for ``close``. A binary frame is a protocol error, answered
+    as one, and the socket goes on: OpenEnv's messages are JSON text."""
+    if text is None:
+        return _error("INVALID_MESSAGE", "binary frames are not accepted: send each message as a JSON text frame")
+    try:
+        message = orjson.loads(text)
+        if not isinstance(message, Mapping):
+            raise _Refused("VALIDATION_ERROR", "a message is a JSON object with a type")
+        kind = message.get("type")
+        if kind == "close":
+            return None
+        return await episode.handle(kind, message.get("data"))
+    except orjson.JSONDecodeError as exc:
+        return _error("INVALID_JSON", f"Invalid JSON: {exc}")
+    except _Refused as exc:
+        return _error(exc.code, str(exc))
+    except (wire.WireError, SessionError) as exc:
+        return _error("VALIDATION_ERROR" if isinstance(exc, wire.WireError) else "SESSION_ERROR", str(exc))
+
+
 class _Episode:
     """The session one WebSocket holds, from ``reset`` to the end of the episode."""
 
-    def __init__(self, service: EnvService) -> None:
+    def __init__(self, service: EnvService, client: str) -> None:
         self.service = service
+        self.client = client
         self.session: Session | None = None
 
     async def handle(self, kind: object, data: object) -> dict[str, Any]:
@@ -157,7 +169,7 @@ class _Episode:
         rollout_id = data.get("episode_id") or data.get("rollout_id")
         if rollout_id is not None and not isinstance(rollout_id, str):
             raise _Refused("VALIDATION_ERROR", "episode_id must be a string")
-        session, answer = await self.service.open(rollout_id, example)
+        session, answer = await self.service.open(rollout_id, example, client=self.client)
         if session is None:
             reason, message = wire.failure_of(answer["error"])
             return _observation({"termination_reason": reason, "error": message}, done=True, logs=answer)

@@ -1,10 +1,21 @@
-"""``benchmax serve``: one env, served on a loopback port by default, behind a token for anything else."""
+"""``benchmax serve``: one env, served on a loopback port by default, its env code behind a token always.
+
+Without ``--token`` a token is generated at start: beyond loopback it is printed
+once and guards every request; on loopback it is written to a file only the
+user can read (:func:`benchmax.envs.wire.token_path`), where a local proxy finds
+it, and guards what runs env code (sessions, tools, rewards, ``/ws``), so no web
+page and no other user on the machine can run the env's tools. ``--no-token``
+drops it on loopback only.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +23,7 @@ import uvicorn
 
 from benchmax.envs import BaseEnv, check_env_definition, implements, is_remote_spec, load_env, wire
 from benchmax.errors import BenchmaxError
-from benchmax.inspector import bind, is_loopback, resolve_token
+from benchmax.inspector import bind, is_loopback, normalize_origin, resolve_token
 from benchmax.serve import _capture
 from benchmax.serve._app import create_app
 from benchmax.serve._service import EnvService, ServeConfig
@@ -59,12 +70,32 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     token: str | None = None,
+    require_token: bool = True,
+    allowed_origins: Iterable[str] = (),
     config: ServeConfig | None = None,
     announce: Callable[[str], None] = print,
 ) -> None:
-    """Serve the env ``spec`` names until SIGTERM or Ctrl-C; every open session is torn down then."""
+    """Serve the env ``spec`` names until SIGTERM or Ctrl-C; every open session is torn down then.
+
+    ``require_token=False`` (``--no-token``) serves loopback clients without a token;
+    ``allowed_origins`` are web pages (``scheme://host:port``) allowed to call the server.
+    """
     config = config or ServeConfig()
+    given = token is not None
     token = resolve_token(host, token)
+    if not require_token:
+        if given or token is not None:
+            raise ServeError(
+                f"--no-token serves loopback only and takes no --token; --host {host} needs a token "
+                "(drop --no-token to have one generated)"
+            )
+    elif token is None:
+        token = secrets.token_urlsafe(24)
+    try:
+        origins = [normalize_origin(origin) for origin in allowed_origins]
+    except ValueError as exc:
+        raise ServeError(f"--allow-origin: {exc}") from None
+    token_for_reads = given or not is_loopback(host)
     env, base_dir = load_served(spec, env_kwargs, data_dir=data_dir)
     service = EnvService(env, base_dir, config, spec=spec)
     started = False
@@ -74,15 +105,27 @@ def serve(
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         shown = f"[{shown}]" if ":" in shown else shown
         announce(f"benchmax serve: {type(env).__name__} at http://{shown}:{real_port} (data: {base_dir})")
-        if token is not None:
+        token_file = wire.token_path(real_port) if token is not None and not given else None
+        if token_file is not None:
+            announce(f"the token that runs env code is in {token_file} (benchmax eval on this machine reads it)")
+        if token is not None and not given and not is_loopback(host):
             announce(f"clients need the token: export {wire.TOKEN_ENV}={token}")
         if not is_loopback(host):
             announce("listening beyond this machine: give the token only to those who may run this env")
+        elif token is None:
+            announce("no token (--no-token): any program on this machine may run this env's tools")
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
         _capture.install(logging.INFO)
+        app = create_app(
+            service,
+            token=token,
+            token_for_reads=token_for_reads,
+            allowed_origins=origins,
+            on_shutdown=[lambda: _remove_token_file(token_file, token)],
+        )
         server = uvicorn.Server(
             uvicorn.Config(
-                create_app(service, token=token),
+                app,
                 log_level="warning",
                 access_log=False,
                 lifespan="on",
@@ -92,9 +135,40 @@ def serve(
         )
         started = True
         try:
-            server.run(sockets=[sock])
+            with _private_token_file(token_file, token):
+                server.run(sockets=[sock])
         finally:
             sock.close()
     finally:
         if not started:
             asyncio.run(env.aclose())
+
+
+def _write_private(path: Path, token: str) -> None:
+    """``token`` in a file only this user can read, in a directory only this user can list."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    os.replace(staged, path)
+
+
+@contextlib.contextmanager
+def _private_token_file(path: Path | None, token: str | None) -> Iterator[None]:
+    """The token file while the server runs; it goes when the server stops, unless a newer server
+    on the port replaced it."""
+    if path is not None and token is not None:
+        _write_private(path, token)
+    try:
+        yield
+    finally:
+        _remove_token_file(path, token)
+
+
+def _remove_token_file(path: Path | None, token: str | None) -> None:
+    if path is not None and token is not None:
+        with contextlib.suppress(OSError):
+            if path.read_text().strip() == token:
+                path.unlink()

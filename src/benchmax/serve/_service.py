@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,54 @@ tools_logger = logging.getLogger("benchmax.tools")
 _RESERVED_ARGUMENTS = frozenset({"self", "rollout_id", "tool_name"})
 
 
+SESSION_MEMORY_ESTIMATE = 64 * 1024 * 1024
+"""Bytes one open session is assumed to hold when the default cap is chosen: a sandboxed session
+measured ~16 MB (60 bwrap sandboxes held 954 MB), and its tool processes grow it."""
+MIN_DEFAULT_SESSIONS = 16
+MAX_DEFAULT_SESSIONS = 1024
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process may still take: the kernel's ``MemAvailable``, lowered by a
+    cgroup v2 limit when one is set; ``None`` where neither can be read."""
+    found: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = Path("/sys/fs/cgroup/memory.current").read_text().strip()
+        if limit.isdigit() and used.isdigit():
+            found.append(max(0, int(limit) - int(used)))
+    except OSError:
+        pass
+    return min(found) if found else None
+
+
+def default_max_sessions(available: int | None = None) -> int:
+    """The session cap when none is given: as many sessions as the free memory holds at
+    :data:`SESSION_MEMORY_ESTIMATE` each, between 16 and 1024 (1024 where memory cannot be read)."""
+    available = available_memory() if available is None else available
+    if available is None:
+        return MAX_DEFAULT_SESSIONS
+    return max(MIN_DEFAULT_SESSIONS, min(MAX_DEFAULT_SESSIONS, available // SESSION_MEMORY_ESTIMATE))
+
+
 @dataclass(frozen=True, slots=True)
 class ServeConfig:
     """How a served env treats its clients; every field has a safe default."""
 
     session_ttl: float | None = 300.0
     """Seconds a session may stay idle (no call, no keepalive) before its context is exited."""
-    max_sessions: int = 1024
-    """Sessions open at once; past it new ones are refused (HTTP 503)."""
+    max_sessions: int = field(default_factory=default_max_sessions)
+    """Sessions open at once; past it new ones are refused (HTTP 503). By default what the free
+    memory holds (:func:`default_max_sessions`), read when the config is made."""
+    max_sessions_per_client: int | None = None
+    """Sessions one client (one peer address) may hold at once; past it its new ones are refused
+    (HTTP 429). ``None``: half of ``max_sessions``, so no one client takes the whole server."""
     max_request_bytes: int = 64 * 1024 * 1024
     """The largest request body or WebSocket message (a transcript with long tool results)."""
     max_page: int = 1000
@@ -52,11 +92,17 @@ class ServeConfig:
     """Seconds shutdown waits for contexts to exit before cancelling them."""
 
     def __post_init__(self) -> None:
+        if self.max_sessions_per_client is None:
+            object.__setattr__(self, "max_sessions_per_client", max(1, self.max_sessions // 2))
         if self.session_ttl is not None and not self.session_ttl > 0:
             raise ValueError(f"session_ttl must be > 0 seconds or None, got {self.session_ttl!r}")
-        for name in ("max_sessions", "max_request_bytes", "max_page"):
+        for name in ("max_sessions", "max_sessions_per_client", "max_request_bytes", "max_page"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+
+    def per_client(self) -> int:
+        """The per-client cap as resolved (``max_sessions_per_client`` is never ``None`` once made)."""
+        return self.max_sessions_per_client or max(1, self.max_sessions // 2)
 
 
 class EnvService:
@@ -66,7 +112,12 @@ class EnvService:
         self.env = env
         self.config = config
         self.spec = spec
-        self.sessions = SessionTable(env, ttl=config.session_ttl, max_sessions=config.max_sessions)
+        self.sessions = SessionTable(
+            env,
+            ttl=config.session_ttl,
+            max_sessions=config.max_sessions,
+            max_per_client=config.per_client(),
+        )
         self.pages = SplitPages(env, base_dir)
 
     # The env as a whole.
@@ -91,6 +142,7 @@ class EnvService:
             "scorable_termination_reasons": sorted(env.scorable_termination_reasons),
             "session_ttl_seconds": self.config.session_ttl,
             "max_sessions": self.config.max_sessions,
+            "max_sessions_per_client": self.config.per_client(),
             "max_request_bytes": self.config.max_request_bytes,
             "open_sessions": len(self.sessions),
             "diagnostics": [asdict(item) for item in env.validation_diagnostics()],
@@ -111,11 +163,14 @@ class EnvService:
 
     # Sessions.
 
-    async def open(self, rollout_id: str | None, example: Example[Any]) -> tuple[Session | None, dict[str, Any]]:
-        """A session for one rollout of ``example``: its context entered, then its tools listed (as the
-        engine lists them, inside the context); its prompt and tools come back."""
+    async def open(
+        self, rollout_id: str | None, example: Example[Any], *, client: str = ""
+    ) -> tuple[Session | None, dict[str, Any]]:
+        """A session for one rollout of ``example``, opened by ``client`` (its peer address): its
+        context entered, then its tools listed (as the engine lists them, inside the context); its
+        prompt and tools come back."""
         try:
-            session, logs = await self.sessions.open(rollout_id, example)
+            session, logs = await self.sessions.open(rollout_id, example, client=client)
         except ContextFailed as failed:
             return None, self._context_failed(failed.error, rollout_id, failed.logs)
         try:

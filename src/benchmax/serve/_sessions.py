@@ -15,6 +15,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ class Session:
     id: str
     rollout_id: str
     example: Example[Any]
+    client: str = ""
+    """The peer address that opened it: each counts against ``max_per_client``."""
     tools: list[Tool] = field(default_factory=list)
     split: DatasetSplit | None = None
     created_at: float = field(default_factory=time.time)
@@ -98,11 +101,13 @@ class Session:
 class SessionTable:
     """Every open session of one served env, with the TTL that ends abandoned ones."""
 
-    def __init__(self, env: BaseEnv, *, ttl: float | None, max_sessions: int) -> None:
+    def __init__(self, env: BaseEnv, *, ttl: float | None, max_sessions: int, max_per_client: int) -> None:
         self.env = env
         self.ttl = ttl
         self.max_sessions = max_sessions
+        self.max_per_client = max_per_client
         self._sessions: dict[str, Session] = {}
+        self._per_client: Counter[str] = Counter()
         self._by_rollout: dict[str, Session] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._expiring: set[asyncio.Task[Any]] = set()
@@ -115,11 +120,15 @@ class SessionTable:
         if self.ttl is not None and self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
-    async def open(self, rollout_id: str | None, example: Example[Any]) -> tuple[Session, list[Any]]:
-        """Enter the env's context for a new session; its logs come back with it.
+    async def open(
+        self, rollout_id: str | None, example: Example[Any], *, client: str = ""
+    ) -> tuple[Session, list[Any]]:
+        """Enter the env's context for a new session of ``client`` (its peer address); its logs come back.
 
-        Raises :class:`SessionError` when the server is full or the rollout id has a
-        session, and :class:`ContextFailed` when the context fails to enter.
+        Raises :class:`SessionError` when the server or the client's share of it is full,
+        or the rollout id has a session, and :class:`ContextFailed` when the context fails
+        to enter. One client cannot take every session (and the memory their contexts
+        hold, a sandbox each): its share is ``max_per_client`` (HTTP 429 past it).
         """
         if self._closed:
             raise SessionError(wire.ErrorCode.CAPACITY, "the server is shutting down", 503)
@@ -129,11 +138,19 @@ class SessionTable:
                 f"{self.max_sessions} sessions are open (--max-sessions); lower the client's concurrency",
                 503,
             )
+        if self._per_client[client] >= self.max_per_client:
+            raise SessionError(
+                wire.ErrorCode.CAPACITY,
+                f"this client ({client}) has {self._per_client[client]} sessions open, its share of the server "
+                "(--max-sessions-per-client); close one first or lower the client's concurrency",
+                429,
+            )
         rollout_id = rollout_id or f"session-{secrets.token_hex(8)}"
         if rollout_id in self._by_rollout:
             raise SessionError(wire.ErrorCode.CONFLICT, f"rollout {rollout_id!r} has an open session already", 409)
-        session = Session(id=secrets.token_urlsafe(18), rollout_id=rollout_id, example=example)
+        session = Session(id=secrets.token_urlsafe(18), rollout_id=rollout_id, example=example, client=client)
         self._sessions[session.id] = session
+        self._per_client[client] += 1
         self._by_rollout[rollout_id] = session
         session.busy += 1
         session._owner = asyncio.get_running_loop().create_task(self._hold(session), name=f"session {rollout_id}")
@@ -220,7 +237,10 @@ class SessionTable:
             await asyncio.wait(pending, timeout=grace)
 
     def _forget(self, session: Session) -> None:
-        self._sessions.pop(session.id, None)
+        if self._sessions.pop(session.id, None) is not None:
+            self._per_client[session.client] -= 1
+            if self._per_client[session.client] <= 0:
+                del self._per_client[session.client]
         if self._by_rollout.get(session.rollout_id) is session:
             del self._by_rollout[session.rollout_id]
 
