@@ -21,13 +21,14 @@ from benchmax.envs import (
     MAX_REWARD_COMPONENTS,
     MAX_REWARD_NAME_CHARS,
     BaseEnv,
+    Environment,
     ListDataset,
     RolloutFailure,
     TerminationReason,
     is_scored,
     settle_termination_reason,
 )
-from benchmax.envs.shared_types import RolloutOutcome
+from benchmax.envs.shared_types import RolloutAttempt, RolloutOutcome
 
 FAST_RETRY = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
 STEP = {"tool_calls": [{"name": "step"}]}
@@ -218,3 +219,55 @@ def test_reward_maps_past_the_caps_are_refused_at_construction():
         RolloutOutcome({f"c{i}": 0.0 for i in range(MAX_REWARD_COMPONENTS + 1)}, "finished")
     with pytest.raises(ValueError, match="characters"):
         RolloutOutcome({"k" * (MAX_REWARD_NAME_CHARS + 1): 0.0}, "finished")
+
+
+class OwnHarness(Environment):
+    """Its own harness: ``run_rollout`` ends every rollout with ``reason`` and ``rewards``."""
+
+    def __init__(self, reason: str, rewards: dict[str, float] | None, outcome: bool = False) -> None:
+        self.reason, self.rewards, self.outcome = reason, rewards, outcome
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return ListDataset([])
+
+    async def run_rollout(self, request):
+        if self.outcome:
+            return RolloutOutcome(dict(self.rewards or {}), self.reason, "it broke", rollout_id=request.rollout_id)
+        return RolloutAttempt(
+            rollout_id=request.rollout_id, termination_reason=self.reason, rewards=self.rewards, error="it broke"
+        )
+
+
+@pytest.mark.parametrize("outcome", [False, True], ids=["attempt", "outcome"])
+@pytest.mark.parametrize("reason", ["tool_error", "sandbox_error", "model_error"])
+async def test_a_failed_rollout_that_brings_non_zero_rewards_fails_loudly(make_engine, make_request, reason, outcome):
+    """0.2.5 raises ValueError from run_group; here it is that rollout's harness_error, with the
+    traceback logged and the message naming the rewards (an env bug is loud, the run goes on)."""
+    env = OwnHarness(reason, {"correct": 1.0, "zero": 0.0}, outcome)
+    outcomes = await run_group(make_engine, make_request, env, None, ids=("a",))
+    failed = outcomes["a"]
+    assert (failed.termination_reason, failed.rewards, failed.scored) == ("harness_error", {}, False)
+    assert "run_rollout returned non-zero rewards ['correct'] for rollout 'a'" in (failed.error or "")
+    assert f"which ended {reason!r}" in (failed.error or "")
+    assert any("ValueError" in (entry.traceback or "") for entry in failed.logs)
+
+
+@pytest.mark.parametrize("rewards", [None, {}, {"correct": 0.0}])
+async def test_a_failed_rollout_with_zero_or_no_rewards_keeps_its_reason(make_engine, make_request, rewards):
+    outcomes = await run_group(make_engine, make_request, OwnHarness("tool_error", rewards), None, ids=("a",))
+    assert (outcomes["a"].termination_reason, outcomes["a"].rewards, outcomes["a"].error) == ("tool_error", {}, "it broke")
+
+
+async def test_an_outcome_that_says_its_scoring_failed_stays_unscored(make_engine, make_request):
+    class Relayed(OwnHarness):
+        async def run_rollout(self, request):
+            return RolloutOutcome(
+                {}, "max_turns_exceeded", "nan reward", rollout_id=request.rollout_id, scoring_error="nan reward"
+            )
+
+    outcomes = await run_group(make_engine, make_request, Relayed("finished", None), None, ids=("a",))
+    assert (outcomes["a"].termination_reason, outcomes["a"].scoring_error, outcomes["a"].scored) == (
+        "max_turns_exceeded",
+        "nan reward",
+        False,
+    )
