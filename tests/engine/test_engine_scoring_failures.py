@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from benchmax.auth import InjectedAuth, StaticBearerAuth, bind_model_auth
 from benchmax.client import RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import (
@@ -255,7 +256,8 @@ async def test_a_failed_rollout_that_brings_non_zero_rewards_fails_loudly(make_e
 @pytest.mark.parametrize("rewards", [None, {}, {"correct": 0.0}])
 async def test_a_failed_rollout_with_zero_or_no_rewards_keeps_its_reason(make_engine, make_request, rewards):
     outcomes = await run_group(make_engine, make_request, OwnHarness("tool_error", rewards), None, ids=("a",))
-    assert (outcomes["a"].termination_reason, outcomes["a"].rewards, outcomes["a"].error) == ("tool_error", {}, "it broke")
+    kept = outcomes["a"]
+    assert (kept.termination_reason, kept.rewards, kept.error) == ("tool_error", {}, "it broke")
 
 
 async def test_an_outcome_that_says_its_scoring_failed_stays_unscored(make_engine, make_request):
@@ -271,3 +273,25 @@ async def test_an_outcome_that_says_its_scoring_failed_stays_unscored(make_engin
         "nan reward",
         False,
     )
+
+
+class OverridingEnv(ScoringEnv):
+    """``run_rollout`` overridden around the standard loop (``super().run_rollout``)."""
+
+    async def run_rollout(self, request):
+        return await super().run_rollout(request)
+
+
+@pytest.mark.parametrize("env_class", [ScoringEnv, OverridingEnv])
+async def test_an_unbound_injected_model_auth_is_a_model_error(make_engine, make_request, env_class):
+    """As in 0.2.5: the auth headers are part of the model request, so a provider that cannot
+    give them fails the rollout as model_error (not context_error, nor harness_error)."""
+    env = env_class(lambda rollout: {"own": 1.0})
+    engine = make_engine(env, EngineConfig(retry=FAST_RETRY))
+    outcome = (await engine.run_group([make_request(model_auth=InjectedAuth("policy"))])).outcomes[0]
+    assert outcome.termination_reason == "model_error"
+    assert "No runtime model-auth provider was injected for 'policy'" in (outcome.error or "")
+    assert (outcome.rewards, outcome.scored, env.reward_calls) == ({}, False, [])
+    with bind_model_auth({"policy": StaticBearerAuth("sk-bound")}):
+        bound = (await engine.run_group([make_request(model_auth=InjectedAuth("policy"))])).outcomes[0]
+    assert (bound.termination_reason, bound.rewards) == ("finished", {"own": 1.0})
