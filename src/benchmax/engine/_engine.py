@@ -12,7 +12,9 @@ model turns and tools, ``compute_reward``. Then the group is scored
 settled, failures included, with the rules of benchmax 0.2.x: a scoring failure
 relabels only a clean finish (budget stops keep their reason), and a finished
 rollout that ends with no reward component fails its group as
-``group_reward_error``. No sibling's failure cancels another.
+``group_reward_error``. Whatever the reason, a sibling whose scoring failed is
+unscored (``RolloutOutcome.scoring_error``): the group hook skips it and no
+component is kept beside its error. No sibling's failure cancels another.
 """
 
 from __future__ import annotations
