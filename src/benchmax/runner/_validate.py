@@ -39,7 +39,6 @@ from benchmax.envs import (
     data_directory,
     example_location,
     implements,
-    is_scorable,
     open_dataset,
     to_example,
 )
@@ -314,7 +313,7 @@ async def _check_group(
     finally:
         await engine.aclose()
     for outcome in result.outcomes:
-        if is_scorable(outcome.termination_reason):
+        if outcome.scored:
             report.notes.append(f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}")
         else:
             report.problem(f"{where} rollout {outcome.rollout_id}", f"{outcome.termination_reason}: {outcome.error}")
