@@ -47,6 +47,8 @@ class FailingRewardEnv(BaseEnv):
             return {"score": math.nan}
         if how == "raise":
             raise KeyError("answer")
+        if how == "huge":
+            return {f"component-{i}-" + "k" * 100: 0.0 for i in range(100_000)}
         return {"score": 0.5}
 
     async def compute_group_rewards(self, rollouts):
@@ -84,7 +86,7 @@ def _cells(output: str, first: str) -> list[str]:
 
 
 def test_budget_stops_whose_reward_failed_are_failures_everywhere(tmp_path, server):
-    result, run_dir = _eval(tmp_path, server, ["string", "nan", "raise", "string"])
+    result, run_dir = _eval(tmp_path, server, ["string", "nan", "raise", "huge"])
 
     out = result.stdout
     assert result.returncode == 1, out
@@ -103,7 +105,10 @@ def test_budget_stops_whose_reward_failed_are_failures_everywhere(tmp_path, serv
         "compute_reward must return a dict of {component: number}, got str",
         "compute_reward returned 'score'=nan; rewards must be finite",
         "compute_reward raised KeyError: 'answer'",
+        "compute_reward returned 100000 reward components, more than the 256 allowed; "
+        "return a few named components (per-item detail belongs in the rollout's logs)",
     }
+    assert (run_dir / "run.sqlite").stat().st_size < 2_000_000, "a hostile reward map is not stored"
 
     catalog = RunCatalog(run_dir)
     try:
