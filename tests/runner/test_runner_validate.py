@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from runkit import GOOD_LINE, write_checked_env
 
@@ -130,6 +132,39 @@ async def test_with_a_failing_model_each_rollout_failure_is_a_problem(tmp_path, 
 
     assert [p.where.rsplit(" ", 1)[1] for p in report.problems] == ["validate#0", "validate#1"]
     assert all(p.message.startswith("model_error: ") for p in report.problems)
+
+
+BUDGET_REWARD = """
+class BudgetEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
+
+    async def list_tools(self):
+        return [{"type": "function", "function": {"name": "step", "parameters": {"type": "object"}}}]
+
+    async def run_tool(self, rollout_id, tool_name, **args):
+        return "stepped"
+
+    async def compute_reward(self, rollout):
+        if rollout.termination_reason == "max_turns_exceeded":
+            raise KeyError("answer")
+        return {"ok": 1.0}
+"""
+
+
+async def test_with_a_model_a_budget_stop_whose_reward_failed_is_a_problem(tmp_path, server):
+    script = json.dumps([{"tool_calls": [{"name": "step"}]}])
+    line = json.dumps({"prompt_messages": [{"role": "user", "content": f"hi\n#script: {script}"}]}) + "\n"
+    _env(tmp_path / "env", BUDGET_REWARD, {"train": line, "eval": line})
+
+    report = await _validate(tmp_path / "env", base_url=server.base_url, model="scripted")
+
+    assert [p.where.rsplit(" ", 1)[1] for p in report.problems] == ["validate#0", "validate#1"], report.notes
+    assert all(
+        p.message == "max_turns_exceeded: compute_reward raised KeyError: 'answer'" for p in report.problems
+    ), _lines(report)
 
 
 def _env(directory, body: str, lines: dict[str, str] | None = None):

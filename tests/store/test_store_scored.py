@@ -1,33 +1,38 @@
 """One meaning of "scored", the contract's (:func:`benchmax.envs.is_scored`), in every reader of the store.
 
-A budget stop whose scoring failed stays scored (0.2.x's rule: the zero-fill gives
-it 0.0, its error says why); operational failures never are.
+A budget stop whose scoring failed keeps its reason (0.2.x's rule) but is not
+scored: ``scoring_error`` says its hook failed, and every reader counts it as a
+failure; operational failures never are scored.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from benchmax import open_run
 from benchmax.envs import Example, RolloutOutcome, is_scored
-from benchmax.store import GroupWrite, RunQueries, RunWriter
+from benchmax.store import GroupWrite, RunQueries, RunWriter, export_run, read_jsonl_export
 
-# (termination reason, rewards, scored?)
+# (termination reason, rewards, scoring error, scored?)
 CASES = [
-    ("finished", {"correct": 1.0}, True),
-    ("max_turns_exceeded", {"correct": 0.0}, True),
-    ("output_exceeded", {}, True),
-    ("group_reward_error", {}, False),
-    ("model_error", {}, False),
-    ("judge_error", {}, False),
+    ("finished", {"correct": 1.0}, None, True),
+    ("max_turns_exceeded", {"correct": 0.0}, None, True),
+    ("output_exceeded", {}, None, True),
+    ("group_reward_error", {}, "compute_group_rewards raised KeyError: 'x'", False),
+    ("model_error", {}, None, False),
+    ("judge_error", {}, None, False),
+    ("tool_budget_exceeded", {}, "compute_reward returned 'score'=nan; rewards must be finite", False),
 ]
 
 
-@pytest.mark.parametrize(("reason", "rewards", "expected"), CASES)
-def test_a_scorable_reason_or_a_reward_component_makes_a_rollout_scored(reason, rewards, expected):
-    assert is_scored(reason, rewards) is expected
+@pytest.mark.parametrize(("reason", "rewards", "scoring_error", "expected"), CASES)
+def test_a_scorable_reason_or_a_reward_component_makes_a_rollout_scored_unless_its_scoring_failed(
+    reason, rewards, scoring_error, expected
+):
+    assert is_scored(reason, rewards, scoring_error) is expected
 
 
 @pytest.fixture
@@ -35,8 +40,16 @@ def run_dir(tmp_path: Path) -> Path:
     writer = RunWriter.create(tmp_path / "run", {"pass_threshold": 1.0, "status": "completed"})
     writer.add_examples("eval", [Example("e", {"prompt_messages": [{"role": "user", "content": "q"}]})])
     outcomes = tuple(
-        RolloutOutcome(rewards=rewards, termination_reason=reason, rollout_id=f"e#{i}", example_id="e", split="eval")
-        for i, (reason, rewards, _) in enumerate(CASES)
+        RolloutOutcome(
+            rewards=rewards,
+            termination_reason=reason,
+            error=scoring_error,
+            rollout_id=f"e#{i}",
+            example_id="e",
+            split="eval",
+            scoring_error=scoring_error,
+        )
+        for i, (reason, rewards, scoring_error, _) in enumerate(CASES)
     )
     writer.write_group(GroupWrite("eval/e", "e", 0, 0, outcomes, tuple(range(len(outcomes)))))
     writer.fill_batch(0)
@@ -45,7 +58,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_the_store_the_records_the_summary_and_the_inspector_count_the_same_rollouts_as_scored(run_dir):
-    expected = [scored for _, _, scored in CASES]
+    expected = [scored for *_, scored in CASES]
     with open_run(run_dir) as run:
         column = [bool(scored) for (scored,) in run.sql("SELECT scored FROM rollouts ORDER BY seq")]
         records = [record.scored for record in run.rollouts()]
@@ -56,9 +69,9 @@ def test_the_store_the_records_the_summary_and_the_inspector_count_the_same_roll
         examples = queries.examples().rows
 
     assert column == records == rows == expected
-    assert (stats.scored, stats.failures) == (3, 3)
-    assert (overview["scored"], overview["failed"]) == (3, 3)
-    assert examples[0]["failed"] == 3
+    assert (stats.scored, stats.failures) == (3, 4)
+    assert (overview["scored"], overview["failed"]) == (3, 4)
+    assert examples[0]["failed"] == 4
     reasons = {item["reason"]: (item["count"], item["scored"]) for item in overview["reasons"]}
     assert reasons == {
         "finished": (1, 1),
@@ -67,5 +80,24 @@ def test_the_store_the_records_the_summary_and_the_inspector_count_the_same_roll
         "group_reward_error": (1, 0),
         "model_error": (1, 0),
         "judge_error": (1, 0),
+        "tool_budget_exceeded": (1, 0),
     }
-    assert dict(stats.errors) == {"group_reward_error": 1, "model_error": 1, "judge_error": 1}
+    assert dict(stats.errors) == {
+        "group_reward_error": 1,
+        "model_error": 1,
+        "judge_error": 1,
+        "tool_budget_exceeded": 1,
+    }
+    assert stats.first_errors["tool_budget_exceeded"].endswith("rewards must be finite")
+
+
+def test_exports_carry_the_scored_column(run_dir, tmp_path):
+    expected = [scored for *_, scored in CASES]
+    with open_run(run_dir) as run:
+        export_run(run, tmp_path / "out.jsonl", "jsonl", workers=1)
+        export_run(run, tmp_path / "out.parquet", "parquet", workers=1)
+    lines = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert [line["scored"] for line in lines] == expected
+    assert [record.scored for record in read_jsonl_export(tmp_path / "out.jsonl")] == expected
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert pq.read_table(tmp_path / "out.parquet").column("scored").to_pylist() == expected

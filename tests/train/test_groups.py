@@ -37,6 +37,14 @@ def test_operational_failures_count_zero_unless_dropped_then_a_group_needs_two_s
     assert is_dead([failed, failed], {"correct": 1.0}, drop_unscorable=False)
 
 
+def test_a_budget_stop_whose_reward_failed_is_dropped_like_any_failure():
+    ok = _outcome({"correct": 1.0}, reason="max_turns_exceeded")
+    broken = RolloutOutcome({}, "max_turns_exceeded", "compute_reward raised KeyError: 'x'", scoring_error="KeyError")
+    assert not broken.scored
+    assert is_dead([ok, broken], {"correct": 1.0}, drop_unscorable=True)
+    assert is_dead([ok, _outcome({}, reason="max_turns_exceeded")], {"correct": 1.0}, drop_unscorable=True) is False
+
+
 def test_drop_trains_on_live_groups_in_draw_order_and_masks_dead_fillers_only_when_short():
     dead = [True, False, True, False, False]
     assert select_groups(dead, 2, mode="drop").trained == (1, 3)

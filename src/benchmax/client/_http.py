@@ -281,7 +281,15 @@ class HttpModelClient:
             return _JSON
         if signer is self.auth and self._static is not None:
             return self._static
-        extra = await signer.headers_for_request(ModelRequestContext(self.base_url, model, rollout_id or ""))
+        try:
+            extra = await signer.headers_for_request(ModelRequestContext(self.base_url, model, rollout_id or ""))
+        except Exception as exc:
+            # The headers are part of the model request: a provider that cannot give them
+            # (an unbound InjectedAuth, a token service down) fails it as model_error, as in 0.2.x.
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"model auth {type(signer).__name__} gave no headers: {type(exc).__name__}: {exc}",
+            ) from exc
         return {**_JSON, **extra}
 
     async def _send(

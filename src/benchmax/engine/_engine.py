@@ -12,7 +12,9 @@ model turns and tools, ``compute_reward``. Then the group is scored
 settled, failures included, with the rules of benchmax 0.2.x: a scoring failure
 relabels only a clean finish (budget stops keep their reason), and a finished
 rollout that ends with no reward component fails its group as
-``group_reward_error``. No sibling's failure cancels another.
+``group_reward_error``. Whatever the reason, a sibling whose scoring failed is
+unscored (``RolloutOutcome.scoring_error``): the group hook skips it and no
+component is kept beside its error. No sibling's failure cancels another.
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ class _Attempt:
     reason: str = TerminationReason.FINISHED
     error: str | None = None
     rewards: dict[str, float] | None = None
+    scoring_error: str | None = None
     ended_at: float = 0.0
     ran_standard: bool = False
 
@@ -169,10 +172,23 @@ class _Attempt:
         self.rewards = None
 
     def settle(self, failure_reason: str, error: str) -> None:
-        """A scoring failure: relabels a clean finish, keeps a budget stop's reason (0.2.x)."""
+        """A scoring failure: relabels a clean finish, keeps a budget stop's reason (0.2.x).
+
+        Either way the attempt is unscored from here on (``scoring_error``), so the
+        group hook skips it and no component is stored beside the error. The
+        error says the scoring failed even when a budget stop had its own message.
+        """
+        message = error or failure_reason
+        if self.scoring_error is None:
+            self.scoring_error = message
+            self.error = message if self.error is None else f"{message} (the rollout had stopped: {self.error})"
         self.reason = settle_termination_reason(self.reason, failure_reason)
-        self.error = self.error or error or failure_reason
         self.rewards = None
+
+    @property
+    def scorable(self) -> bool:
+        """Still on its way to a score: no scoring hook has failed for it."""
+        return self.scoring_error is None
 
 
 _CURRENT_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("benchmax_current_attempt", default=None)
@@ -356,7 +372,11 @@ class Engine:
         attempt.reason = result.termination_reason
         attempt.error = result.error
         raw = result.rewards if isinstance(result, RolloutAttempt) else (result.rewards or None)
+        if isinstance(result, RolloutOutcome) and result.scoring_error is not None:
+            attempt.settle(TerminationReason.REWARD_ERROR, result.scoring_error)
+            return
         if attempt.reason not in self._scorable:
+            _check_failure_rewards(raw, request.rollout_id, attempt.reason)
             attempt.rewards = None
             return
         try:
@@ -512,7 +532,7 @@ class Engine:
             attempt.settle(TerminationReason.REWARD_ERROR, f"compute_reward raised {type(exc).__name__}: {exc}")
 
     async def _score_group(self, attempts: Sequence[_Attempt]) -> tuple[LogEntry, ...]:
-        scorable = [attempt for attempt in attempts if attempt.reason in self._scorable]
+        scorable = [attempt for attempt in attempts if attempt.reason in self._scorable and attempt.scorable]
         if not scorable:
             return ()
         sink = logs.LogSink(max_records=self.config.max_log_records, phase="group_reward")
@@ -571,7 +591,7 @@ class Engine:
 
     def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
         request = attempt.request
-        scored = attempt.reason in self._scorable
+        scored = attempt.reason in self._scorable and attempt.scorable
         return RolloutOutcome(
             rewards=dict(attempt.rewards or {}) if scored else {},
             termination_reason=str(attempt.reason),
@@ -585,11 +605,26 @@ class Engine:
             started_at=attempt.started_at,
             ended_at=attempt.ended_at,
             sampling=request.sampling,
+            scoring_error=attempt.scoring_error,
         )
 
 
 class _GroupTimeout(Exception):
     pass
+
+
+def _check_failure_rewards(raw: object, rollout_id: str, reason: str) -> None:
+    """A failed rollout that brings non-zero rewards is an env bug: it fails loudly (as in 0.2.x),
+    here as this rollout's ``harness_error`` with the traceback logged, rather than losing the rewards."""
+    if not isinstance(raw, Mapping):
+        return
+    nonzero = sorted(str(key) for key, value in raw.items() if value != 0)
+    if nonzero:
+        raise ValueError(
+            f"run_rollout returned non-zero rewards {nonzero[:5]} for rollout {rollout_id!r}, which ended "
+            f"{reason!r} (not a scorable reason): a failed rollout carries no reward signal; return rewards "
+            "only for a scorable reason, or add the reason to scorable_termination_reasons"
+        )
 
 
 class _PausedDeadline:

@@ -6,7 +6,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 
-from benchmax.envs import RolloutAttempt
+from benchmax.envs import MAX_REWARD_COMPONENTS, MAX_REWARD_NAME_CHARS, RolloutAttempt
 
 
 class InvalidRewards(ValueError):
@@ -21,13 +21,23 @@ def check_rewards(value: object, *, hook: str) -> dict[str, float]:
         raise InvalidRewards(
             f"{hook} must return a dict of {{component: number}}, got {type(value).__name__}"
         )
+    if len(value) > MAX_REWARD_COMPONENTS:
+        raise InvalidRewards(
+            f"{hook} returned {len(value)} reward components, more than the {MAX_REWARD_COMPONENTS} allowed; "
+            "return a few named components (per-item detail belongs in the rollout's logs)"
+        )
     rewards: dict[str, float] = {}
     for key, raw in value.items():
         if not isinstance(key, str) or not key.strip():
-            raise InvalidRewards(f"{hook} returned a reward key {key!r}; keys must be non-empty strings")
+            raise InvalidRewards(f"{hook} returned a reward key {key!r:.80}; keys must be non-empty strings")
+        if len(key) > MAX_REWARD_NAME_CHARS:
+            raise InvalidRewards(
+                f"{hook} returned a reward key of {len(key)} characters ({key[:40]!r}...), "
+                f"more than the {MAX_REWARD_NAME_CHARS} allowed"
+            )
         if not isinstance(raw, numbers.Real):
             raise InvalidRewards(
-                f"{hook} returned {key!r}={raw!r} ({type(raw).__name__}); rewards must be numbers"
+                f"{hook} returned {key!r}={raw!r:.80} ({type(raw).__name__}); rewards must be numbers"
             )
         try:
             number = float(raw)
@@ -49,7 +59,7 @@ def check_group_rewards(
         return {}
     if isinstance(value, Mapping):
         given = set(ids)
-        unknown = sorted(str(key) for key in value if key not in given)
+        unknown = sorted(str(key)[:80] for key in value if key not in given)
         missing = sorted(rollout_id for rollout_id in ids if rollout_id not in value)
         if unknown or missing:
             raise InvalidRewards(
@@ -83,4 +93,10 @@ def merge_rewards(individual: Mapping[str, float], group: Mapping[str, float], r
             f"compute_reward and compute_group_rewards both produced {clash} for rollout "
             f"{rollout_id!r}; give group components their own names"
         )
-    return {**individual, **group}
+    merged = {**individual, **group}
+    if len(merged) > MAX_REWARD_COMPONENTS:
+        raise InvalidRewards(
+            f"compute_reward and compute_group_rewards together produced {len(merged)} components for rollout "
+            f"{rollout_id!r}, more than the {MAX_REWARD_COMPONENTS} allowed"
+        )
+    return merged

@@ -42,7 +42,17 @@ from benchmax.envs._termination import (
     is_scored,
     settle_termination_reason,
 )
-from benchmax.envs._types import SPLITS, DatasetSplit, JsonRow, Message, Messages, RewardMap, Tool
+from benchmax.envs._types import (
+    MAX_REWARD_COMPONENTS,
+    MAX_REWARD_NAME_CHARS,
+    SPLITS,
+    DatasetSplit,
+    JsonRow,
+    Message,
+    Messages,
+    RewardMap,
+    Tool,
+)
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
 from benchmax.envs.base.dataset import collect_dataset_problems
 from benchmax.envs.base.env import check_env_definition, implements
@@ -68,6 +78,8 @@ from benchmax.envs.shared_types import (
 __all__ = [
     "CHAT_ROLES",
     "ENTRY_POINT_GROUP",
+    "MAX_REWARD_COMPONENTS",
+    "MAX_REWARD_NAME_CHARS",
     "RUNNING_ENGINE",
     "SCORABLE_REASONS",
     "SPLITS",

@@ -69,18 +69,23 @@ def is_scorable(reason: str) -> bool:
     return reason in SCORABLE_REASONS
 
 
-def is_scored(reason: str, rewards: Mapping[str, float] | None) -> bool:
+def is_scored(reason: str, rewards: Mapping[str, float] | None, scoring_error: str | None = None) -> bool:
     """Whether a settled rollout counts as scored: the one definition benchmax uses.
 
     Scored rollouts are the training signal: their components count, and a
-    component they lack is zero-filled. The engine makes the reason carry the
-    answer: a finished rollout whose scoring fails, or that ends with no
-    component at all, is relabelled ``reward_error``/``group_reward_error``. A
-    budget stop keeps its reason when its scoring fails (0.2.x's rule, see
-    :func:`settle_termination_reason`): it stays scored with no components of its
-    own, so the zero-fill gives it 0.0 and ``error`` says why. A reason an env
-    adds to its ``scorable_termination_reasons`` counts when it brought rewards.
+    component they lack is zero-filled. A rollout is scored only when every
+    scoring hook that ran for it succeeded: ``scoring_error`` (why
+    ``compute_reward``/``compute_group_rewards`` failed) makes it a failure
+    whatever its reason says. The reason alone cannot say so, because a budget
+    stop keeps its reason when its scoring fails (0.2.x's rule, see
+    :func:`settle_termination_reason`); a finished rollout whose scoring fails is
+    relabelled ``reward_error``/``group_reward_error`` as well. Otherwise a
+    scorable reason counts (a budget stop with no components of its own is
+    zero-filled), and a reason an env adds to its
+    ``scorable_termination_reasons`` counts when it brought rewards.
     """
+    if scoring_error is not None:
+        return False
     return reason in SCORABLE_REASONS or bool(rewards)
 
 

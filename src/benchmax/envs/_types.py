@@ -26,5 +26,16 @@ Tool: TypeAlias = dict[str, Any]
 
 RewardMap: TypeAlias = Mapping[str, float]
 
+MAX_REWARD_COMPONENTS = 256
+"""The most components one rollout's rewards may have (individual and group together).
+
+A component is a named column of every reader (store rows, inspector tables,
+exports, training metrics): an env that returns thousands of them, or one name
+of a megabyte, has a bug, and its output would swell the store and every page
+that shows it. Such rewards are refused as a ``reward_error``."""
+
+MAX_REWARD_NAME_CHARS = 200
+"""The longest a reward component's name may be (see :data:`MAX_REWARD_COMPONENTS`)."""
+
 JsonRow: TypeAlias = dict[str, Any]
 """One JSON object read from a dataset file."""

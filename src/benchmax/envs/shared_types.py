@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 from benchmax.auth import ModelAuth
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage, total_usage
 from benchmax.envs._termination import TerminationReason, is_scored
-from benchmax.envs._types import DatasetSplit, Messages, RewardMap
+from benchmax.envs._types import MAX_REWARD_COMPONENTS, MAX_REWARD_NAME_CHARS, DatasetSplit, Messages, RewardMap
 from benchmax.errors import BenchmaxError
 
 __all__ = [
@@ -150,7 +150,9 @@ class RolloutOutcome:
 
     ``rewards`` is empty for operational failures; then ``error`` says why. The
     first three fields are 0.2.x's; ``scored`` applies the one definition of a
-    scored rollout (:func:`benchmax.envs.is_scored`).
+    scored rollout (:func:`benchmax.envs.is_scored`). ``scoring_error`` says why a
+    scoring hook failed, when one did: a budget stop keeps its reason then (as in
+    0.2.x), so only this field tells its failure from a scored budget stop.
     """
 
     rewards: RewardMap
@@ -165,11 +167,15 @@ class RolloutOutcome:
     started_at: float = 0.0
     ended_at: float = 0.0
     sampling: SamplingParams | None = None
+    scoring_error: str | None = None
 
     def __post_init__(self) -> None:
         check_termination_reason(self.termination_reason)
         check_reward_map(self.rewards)
         check_error(self.error)
+        check_error(self.scoring_error)
+        if self.scoring_error is not None and self.rewards:
+            raise ValueError("a rollout whose scoring failed carries no reward components")
 
     @property
     def usage(self) -> Usage:
@@ -181,7 +187,7 @@ class RolloutOutcome:
 
     @property
     def scored(self) -> bool:
-        return is_scored(self.termination_reason, self.rewards)
+        return is_scored(self.termination_reason, self.rewards, self.scoring_error)
 
 
 def check_termination_reason(reason: Any) -> None:
@@ -197,9 +203,15 @@ def check_error(error: Any) -> None:
 def check_reward_map(rewards: Any) -> None:
     if not isinstance(rewards, Mapping):
         raise TypeError(f"rewards must be a mapping of component to number, got {type(rewards).__name__}")
+    if len(rewards) > MAX_REWARD_COMPONENTS:
+        raise ValueError(f"rewards have {len(rewards)} components, more than the {MAX_REWARD_COMPONENTS} allowed")
     for key, value in rewards.items():
         if not isinstance(key, str) or not key.strip():
-            raise ValueError(f"reward keys must be non-empty strings, got {key!r}")
+            raise ValueError(f"reward keys must be non-empty strings, got {key!r:.80}")
+        if len(key) > MAX_REWARD_NAME_CHARS:
+            raise ValueError(
+                f"reward key {key[:40]!r}... is {len(key)} characters, more than the {MAX_REWARD_NAME_CHARS} allowed"
+            )
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"reward {key!r} must be a number, got {type(value).__name__}")
         if not math.isfinite(value):

@@ -44,6 +44,7 @@ from benchmax.envs import (
     SamplingParams,
     TerminationReason,
     TurnRecord,
+    is_scorable,
 )
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._provenance import RunOrigin
@@ -297,7 +298,14 @@ class _Scorer:
             return ScoredGroup(
                 group_id=group_id,
                 scores=tuple(
-                    RolloutScore(row[0], outcome.termination_reason, outcome.error, dict(outcome.rewards), outcome.logs)
+                    RolloutScore(
+                        row[0],
+                        outcome.termination_reason,
+                        outcome.error,
+                        dict(outcome.rewards),
+                        outcome.logs,
+                        outcome.scoring_error,
+                    )
                     for row, outcome in zip(rows, result.outcomes, strict=True)
                 ),
                 logs=result.logs,
@@ -395,6 +403,8 @@ def _stored(row: Sequence[Any]) -> StoredRollout:
     reason, error = row[8], row[9]
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
         reason, error = _loop_reason(messages, turns), None
+    elif is_scorable(reason) and not row[22]:
+        error = None  # a budget stop whose scoring failed: its error is that failure, scored again now
     return StoredRollout(messages, reason, error, turns)
 
 

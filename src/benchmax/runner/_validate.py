@@ -39,7 +39,6 @@ from benchmax.envs import (
     data_directories,
     example_location,
     implements,
-    is_scorable,
     locate_dataset,
     to_example,
 )
@@ -326,7 +325,7 @@ async def _check_group(
     finally:
         await engine.aclose()
     for outcome in result.outcomes:
-        if is_scorable(outcome.termination_reason):
+        if outcome.scored:
             report.notes.append(f"{outcome.rollout_id}: {outcome.termination_reason}, rewards {dict(outcome.rewards)}")
         else:
             report.problem(f"{where} rollout {outcome.rollout_id}", f"{outcome.termination_reason}: {outcome.error}")

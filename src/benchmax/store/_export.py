@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from benchmax.envs import collector_paused
+from benchmax.envs import collector_paused, is_scored
 from benchmax.store import _codec
 from benchmax.store._advantage import group_spread
 from benchmax.store._excerpt import example_fields
@@ -362,6 +362,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
                 "split": row[7],
                 "termination_reason": row[8],
                 "error": row[9],
+                "scored": bool(row[22]),
                 "rewards": values,
                 "raw_rewards": raw,
                 "filled": filled,
@@ -406,6 +407,7 @@ def _schema(components: Sequence[str]) -> Any:
             ("split", pa.string()),
             ("termination_reason", pa.string()),
             ("error", pa.string()),
+            ("scored", pa.bool_()),
             ("reward", pa.float64()),
             *rewards,
             *raw,
@@ -449,13 +451,14 @@ def _arrow_batches(
         (
             seqs, rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
             totals, prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, ended_at, seconds,
-            final_texts, messages, turns, sampling,
+            final_texts, messages, turns, sampling, scored,
         ) = zip(*rows, strict=True)  # fmt: skip
         per_row = [rewards.get(seq, _NO_REWARDS) for seq in seqs]
         for blob in set(sampling) - samplings.keys():
             samplings[blob] = _codec.unpack_repeated(blob) if blob else _NULL
         columns = [
-            rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors, totals,
+            rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
+            [bool(value) for value in scored], totals,
             *([values.get(name) for values, _, _ in per_row] for name in components),
             *([raw.get(name) for _, raw, _ in per_row] for name in components),
             [filled for _, _, filled in per_row],
@@ -516,4 +519,6 @@ def read_jsonl_export(path: Path) -> Iterator[RolloutRecord]:
             for key in ("logs", "example_args", "advantage"):
                 row.pop(key, None)
             row["filled"] = frozenset(row["filled"])
+            if "scored" not in row:  # an export written before the column: its rewards and reason tell
+                row["scored"] = is_scored(row["termination_reason"], row["raw_rewards"])
             yield RolloutRecord(**row)

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs import Example, LogEntry, is_scored
+from benchmax.envs import Example, LogEntry
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
@@ -23,7 +23,9 @@ class RolloutRecord:
     ``rewards`` are the values after the batch zero-fill; ``raw_rewards`` are what
     the env emitted; ``filled`` names the components that were filled with 0.0.
     ``reward`` is the sum of ``rewards`` (``None`` for an unscored rollout whose
-    batch emitted no component at all).
+    batch emitted no component at all). ``scored`` is the ``scored`` column: the
+    writer applied :func:`benchmax.envs.is_scored` to the outcome, scoring
+    failures included, which the reason and rewards alone cannot tell.
     """
 
     rollout_id: str
@@ -50,10 +52,7 @@ class RolloutRecord:
     messages: list[dict[str, Any]]
     turns: list[dict[str, Any]]
     sampling: dict[str, Any] | None
-
-    @property
-    def scored(self) -> bool:
-        return is_scored(self.termination_reason, self.raw_rewards)
+    scored: bool
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -76,7 +75,7 @@ class GroupRecord:
 ROLLOUT_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
     " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling"
+    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored"
 )
 _CHUNK = 512
 
@@ -290,6 +289,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         messages,
         turns,
         sampling,
+        scored,
     ) = row
     return RolloutRecord(
         rollout_id=rollout_id,
@@ -316,4 +316,5 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         messages=_codec.decode(messages) or [],
         turns=_codec.decode(turns) or [],
         sampling=_codec.decode(sampling) if sampling else None,
+        scored=bool(scored),
     )

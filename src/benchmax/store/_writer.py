@@ -89,11 +89,16 @@ class RolloutScore:
     error: str | None
     rewards: Mapping[str, float]
     logs: tuple[LogEntry, ...] = ()
+    scoring_error: str | None = None
+    """Why a scoring hook failed (see :attr:`benchmax.envs.RolloutOutcome.scoring_error`)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a rescore's workers send these by the thousand; the default pickling of a
         # slotted dataclass walks its fields in Python on both sides
-        return (RolloutScore, (self.seq, self.termination_reason, self.error, self.rewards, self.logs))
+        return (
+            RolloutScore,
+            (self.seq, self.termination_reason, self.error, self.rewards, self.logs, self.scoring_error),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,7 +729,7 @@ class _Rows:
                     (seq, cost.usd, cost.requests, cost.cache_hits, self._text(dumps([dict(c) for c in cost.calls])))
                 )
             rewards = {self._text(str(name)): float(value) for name, value in outcome.rewards.items()}
-            scored = is_scored(outcome.termination_reason, rewards)
+            scored = is_scored(outcome.termination_reason, rewards, outcome.scoring_error)
             total = sum(rewards.values()) if rewards else None
             usage = outcome.usage
             calls = sum(turn.tool_calls for turn in outcome.turns)
@@ -862,7 +867,7 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
                 total_count = sums.setdefault(name, [0.0, 0])
                 total_count[0] += value
                 total_count[1] += 1
-            ok = is_scored(score.termination_reason, values)
+            ok = is_scored(score.termination_reason, values, score.scoring_error)
             total = sum(values.values()) if values else None
             rollouts.append((score.termination_reason, score.error, int(ok), total, score.seq))
             rewards.extend((score.seq, name, value) for name, value in values.items())
