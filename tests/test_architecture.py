@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
     "runner": {"envs", "client", "engine", "store", "local", "auth", "errors"},
-    "inspector": {"store", "errors"},
+    "inspector": {"store", "auth", "errors"},
     "serve": {"envs", "inspector", "errors"},
     "train": {"runner", "engine", "client", "envs", "local", "auth", "errors"},
     "cli": {

@@ -140,3 +140,28 @@ def test_the_request_auth_adapter_loads_on_first_use():
     assert issubclass(RequestModelAuth, httpx.Auth)
     with pytest.raises(TypeError, match="must implement ModelAuth"):
         RequestModelAuth("sk-raw", CONTEXT)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://u:p%40ss@h.example:8443/v1", "https://h.example:8443/v1"),
+        ("https://h.example/v1?api-version=2024&api_key=abc", "https://h.example/v1?api-version=2024&api_key=***"),
+        ("http://h:1/?access_token=x#id_token=y", "http://h:1/?access_token=***#id_token=***"),
+        ("http://a:b@[::1/broken", "http://[::1/broken"),
+        ("embedded", "embedded"),
+    ],
+)
+def test_redact_url_drops_user_info_and_masks_credential_parameters(url: str, shown: str) -> None:
+    from benchmax.auth import redact_url
+
+    assert redact_url(url) == shown
+
+
+def test_split_credentials_gives_basic_auth_that_never_shows() -> None:
+    from benchmax.auth import BasicAuth, split_credentials
+
+    url, credentials = split_credentials("https://alice:p%40ss@h.example/v1?x=1")
+    assert (url, credentials) == ("https://h.example/v1?x=1", BasicAuth("alice", "p@ss"))
+    assert "p@ss" not in repr(credentials) and "alice" not in repr(credentials)
+    assert split_credentials("https://h.example/v1") == ("https://h.example/v1", None)

@@ -98,10 +98,12 @@ def test_secret_looking_metadata_is_redacted() -> None:
         "config": {"api_key_env": "OPENAI_API_KEY", "headers": {"Authorization": "Bearer xyz"}},
         "base_url": "https://user:hunter2@models.example/v1",
         "note": "called with sk-abcdefghijklmnopqrst",
+        "served": "the env at http://127.0.0.1:8001/?access_token=hunter3&page=2 answered",
     }
     shown = redact(meta)
     assert shown["api_key"] == REDACTED
     assert shown["config"]["api_key_env"] == "OPENAI_API_KEY"
     assert shown["config"]["headers"]["Authorization"] == REDACTED
-    assert "hunter2" not in shown["base_url"] and shown["base_url"].endswith("@models.example/v1")
+    assert shown["base_url"] == "https://models.example/v1"
+    assert shown["served"] == "the env at http://127.0.0.1:8001/?access_token=***&page=2 answered"
     assert "sk-abcdefghijklmnopqrst" not in shown["note"]

@@ -65,3 +65,71 @@ def test_outputs_match_modes():
 def test_a_test_needs_something_to_check():
     with pytest.raises(ValueError, match="needs expected_stdout or check"):
         CodeTest(stdin="1")
+
+
+SQUARE = "def square(x):\n    return x * x\n"
+SQUARE_CHECKS = [CodeTest(check="assert square(3) == 9"), CodeTest(check="assert square(-2) == 4", stdin="5\n")]
+GAMING = {
+    "os_exit": "import os\nos._exit(0)\n",
+    "sys_exit": "import sys\nsys.exit(0)\n",
+    "excepthook_exits": "import os, sys\nsys.excepthook = lambda *a: os._exit(0)\ndef square(x):\n    return 0\n",
+    "atexit_exits": "import atexit, os\natexit.register(lambda: os._exit(0))\ndef square(x):\n    return 0\n",
+    "stdout_closed": "import os, sys\ndef square(x):\n    return 0\nsys.stdout.close()\nos.close(1)\n",
+    "stdout_redirected": "import os\ndef square(x):\n    return 0\nos.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n",
+    "fake_nonce": "import os\nprint('\\n' + '0' * 32)\nos._exit(0)\n",
+    "reads_every_file": (
+        "import os, sys\n"
+        "for name in os.listdir('.'):\n"
+        "    if os.path.isfile(name):\n"
+        "        sys.stdout.write(open(name, errors='replace').read()[-64:] + '\\n')\n"
+        "sys.stdout.flush()\nos._exit(0)\n"
+    ),
+    "trace_skips_the_check": (
+        "import os, sys\n"
+        "def square(x):\n    return 0\n"
+        "def trace(frame, event, arg):\n"
+        "    if frame.f_code.co_filename == 'check':\n        os._exit(0)\n"
+        "    return trace\n"
+        "sys.settrace(trace)\n"
+    ),
+    "thread_exits_during_the_check": (
+        "import os, threading, time\n"
+        "def square(x):\n    time.sleep(2)\n    return 0\n"
+        "threading.Thread(target=lambda: (time.sleep(0.5), os._exit(0)), daemon=True).start()\n"
+    ),
+    "exit_patched": (
+        "import os\ndef square(x):\n    return 0\n"
+        "os._exit = lambda status: None\nos.write = lambda fd, data: len(data)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("program", GAMING.values(), ids=GAMING.keys())
+async def test_a_program_that_ends_the_process_itself_scores_zero(program: str) -> None:
+    results = await run_code_tests(program, SQUARE_CHECKS, timeout=5.0)
+    assert [result.passed for result in results] == [False, False], [(r.reason, r.run) for r in results]
+    assert await code_pass_rate(program, SQUARE_CHECKS, timeout=5.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("program", "rate"),
+    [
+        (SQUARE, 1.0),
+        (SQUARE + "print('chatty', flush=False)\nimport sys\nsys.exit(0)\n", 1.0),
+        (SQUARE + "import atexit\natexit.register(print, 'bye')\n", 1.0),
+        ("def square(x):\n    return x + x\n", 0.0),
+        ("def square(x):\n    raise SystemExit(3)\n", 0.0),
+    ],
+    ids=["honest", "honest_exits_0", "honest_atexit", "wrong", "wrong_exits_3"],
+)
+async def test_honest_programs_score_by_the_check(program: str, rate: float) -> None:
+    assert await code_pass_rate(program, SQUARE_CHECKS) == rate
+
+
+async def test_output_and_check_together_see_the_programs_own_stdout() -> None:
+    program = "n = int(input())\nprint(n * n)\ndef square(x):\n    return x * x\n"
+    test = CodeTest(stdin="7\n", expected_stdout="49\n", check="assert square(7) == 49")
+    (result,) = await run_code_tests(program, [test])
+    assert (result.passed, result.run.stdout) == (True, "49\n")
+    (forged,) = await run_code_tests("import os\nprint(49, flush=True)\nos._exit(0)\n", [test])
+    assert (forged.passed, forged.reason) == (False, "no_report")

@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 import typer
 from rich.console import Console
 
-from benchmax.auth import ModelAuth, bind_model_auth
+from benchmax.auth import ModelAuth, bind_model_auth, redact_url
 from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, OptionalEnvArgument, parse_auth, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
@@ -162,62 +162,66 @@ def eval_command(
         raise typer.BadParameter(f"{max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost")
     chosen_cache = cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
     providers = parse_auth(auth)
-    if resume is not None:
-        config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
-        config = replace(
-            config,
-            cache=chosen_cache if cache is not None else config.cache,
-            prices=str(prices) if prices is not None else config.prices,
-            max_cost=max_cost if max_cost is not None else config.max_cost,
-        )
-    else:
-        if env is None:
-            raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
-        try:
-            body = json.loads(extra_body) if extra_body else {}
-        except json.JSONDecodeError as exc:
-            raise typer.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
-        if not isinstance(body, dict):
-            raise typer.BadParameter("must be a JSON object", param_hint="--extra-body")
-        if batch_size is not None and batch_size % group_size:
-            raise typer.BadParameter(
-                f"{batch_size} is not a multiple of --group-size {group_size}: groups are never split across batches",
-                param_hint="--batch-size",
+    try:
+        if resume is not None:
+            config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
+            config = replace(
+                config,
+                cache=chosen_cache if cache is not None else config.cache,
+                prices=str(prices) if prices is not None else config.prices,
+                max_cost=max_cost if max_cost is not None else config.max_cost,
             )
-        config = RunConfig(
-            env=env,
-            env_kwargs=parse_env_args(env_arg),
-            data_dir=data_dir,
-            split=split,  # type: ignore[arg-type]
-            max_examples=max_examples,
-            group_size=group_size,
-            concurrency=concurrency if concurrency is not None else 64,
-            batch_size=batch_size,
-            model=model,
-            base_url=tuple(base_url) if base_url else EMBEDDED,
-            api_key_env=api_key_env,
-            sampling=SamplingParams(
-                temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
-            ),
-            run_dir=run_dir,
-            pass_threshold=pass_threshold,
-            max_failure_rate=max_failure_rate,
-            engine=EngineConfig(
-                request_timeout=request_timeout,
-                tool_timeout=tool_timeout,
-                rollout_timeout=rollout_timeout,
-                max_concurrent_requests=max_requests,
-                max_content_chars=max_content_chars,
-                max_tool_result_chars=max_tool_result_chars,
-                max_outage=max_outage,
-            ),
-            executor=executor,
-            ray_address=ray_address,
-            workers=workers,
-            cache=chosen_cache,
-            prices=str(prices) if prices is not None else None,
-            max_cost=max_cost,
-        ).with_run_dir()
+        else:
+            if env is None:
+                raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+            try:
+                body = json.loads(extra_body) if extra_body else {}
+            except json.JSONDecodeError as exc:
+                raise typer.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
+            if not isinstance(body, dict):
+                raise typer.BadParameter("must be a JSON object", param_hint="--extra-body")
+            if batch_size is not None and batch_size % group_size:
+                raise typer.BadParameter(
+                    f"{batch_size} is not a multiple of --group-size {group_size}: "
+                    "groups are never split across batches",
+                    param_hint="--batch-size",
+                )
+            config = RunConfig(
+                env=env,
+                env_kwargs=parse_env_args(env_arg),
+                data_dir=data_dir,
+                split=split,  # type: ignore[arg-type]
+                max_examples=max_examples,
+                group_size=group_size,
+                concurrency=concurrency if concurrency is not None else 64,
+                batch_size=batch_size,
+                model=model,
+                base_url=tuple(base_url) if base_url else EMBEDDED,
+                api_key_env=api_key_env,
+                sampling=SamplingParams(
+                    temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
+                ),
+                run_dir=run_dir,
+                pass_threshold=pass_threshold,
+                max_failure_rate=max_failure_rate,
+                engine=EngineConfig(
+                    request_timeout=request_timeout,
+                    tool_timeout=tool_timeout,
+                    rollout_timeout=rollout_timeout,
+                    max_concurrent_requests=max_requests,
+                    max_content_chars=max_content_chars,
+                    max_tool_result_chars=max_tool_result_chars,
+                    max_outage=max_outage,
+                ),
+                executor=executor,
+                ray_address=ray_address,
+                workers=workers,
+                cache=chosen_cache,
+                prices=str(prices) if prices is not None else None,
+                max_cost=max_cost,
+            ).with_run_dir()
+    except ValueError as exc:  # RunConfig's checks (replicas, credentials): the message names the option
+        raise typer.BadParameter(str(exc)) from None
     execute(config, resume=resume is not None, progress=progress, auth=providers)
 
 
@@ -282,8 +286,8 @@ def execute(
     if config.base_url == EMBEDDED:
         target = "the embedded SmolLM2-135M model"
     else:
-        target = ", ".join(urls) + (f" ({len(urls)} replicas)" if len(urls) > 1 else "")
-    console.print(f"[bold]benchmax eval[/] {config.env} -> {target}", highlight=False)
+        target = ", ".join(map(redact_url, urls)) + (f" ({len(urls)} replicas)" if len(urls) > 1 else "")
+    console.print(f"[bold]benchmax eval[/] {redact_url(config.env)} -> {target}", highlight=False)
     console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
     resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
     try:

@@ -5,7 +5,9 @@ transforms and pydantic parsing cost several milliseconds per rollout (see
 ``bench/README.md``), and we need only a few routes. Retries are layered here,
 per endpoint, so every rollout shares one backoff policy, concurrency limit,
 retry budget and health gate. Credentials live only in request headers: nothing
-here logs or stores them, and an error body that echoes one is masked.
+here logs or stores them, and an error body that echoes one is masked once
+decoded (a JSON body may spell the key with escapes that only decoding undoes).
+A base URL's ``user:password@`` becomes basic auth and leaves the URL.
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
-from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.auth import (
+    BasicAuth,
+    ModelAuth,
+    ModelRequestContext,
+    StaticBearerAuth,
+    mask_secrets,
+    redact_url,
+    request_secrets,
+    split_credentials,
+)
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, FailureKind, Unavailable
 from benchmax.client._limit import RequestLimit
 from benchmax.client._numbers import logprob, token_count, token_ids
@@ -44,6 +55,8 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _GATEWAY_STATUS = frozenset({502, 503, 504})
 """Answers that mean the endpoint (or the proxy before it) cannot serve anything right now."""
 _MAX_ERROR_BODY = 2000
+_MASK_MARGIN = 1024
+"""Characters masked past the cut of an error text, so a credential echoed across the cut is masked whole."""
 _PROBE_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection: a rescheduled pod's old address drops packets instead of refusing them."""
@@ -93,7 +106,9 @@ class ClientStats:
 class HttpModelClient:
     """Chat completions (and the other routes of the same server) at one base URL.
 
-    ``auth`` signs requests that bring no ``auth`` of their own. ``gate`` is the
+    ``auth`` signs requests that bring no ``auth`` of their own; user info in
+    ``base_url`` (``https://USER:PASSWORD@host/v1``) is that auth, sent as basic
+    auth, and may not be given with ``auth`` as well. ``gate`` is the
     endpoint's health gate (one is made with ``max_outage`` when not given).
     ``connect_timeout`` bounds opening a connection, within ``timeout``.
     ``max_reply_bytes`` bounds a reply's body after decompression: past it the
@@ -116,8 +131,15 @@ class HttpModelClient:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        base_url, credentials = split_credentials(base_url.rstrip("/"))
+        if credentials is not None and auth is not None:
+            raise ValueError(
+                f"{redact_url(base_url)}: the URL carries credentials (user:password@) and an auth is given too; "
+                "a request carries one Authorization header, so give the credentials in one place"
+            )
+        self.base_url = base_url
         self._url = f"{self.base_url}/chat/completions"
+        auth = auth if credentials is None else credentials
         self.auth = auth
         self.timeout = timeout
         self.connect_timeout = min(connect_timeout, timeout)
@@ -235,7 +257,8 @@ class HttpModelClient:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
                 f"the model server at {self.base_url} refused the credentials (HTTP {status}: "
-                f"{self._mask(_error_text(raw), headers)}); check --api-key-env",
+                f"{_error_text(raw, headers)}); check --api-key-env (or the user:password in --base-url, "
+                "which is never stored: give it again with --resume)",
                 status=status,
             )
         if status == 404:
@@ -245,7 +268,7 @@ class HttpModelClient:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
                 f"the model server at {self.base_url} answers HTTP {status} "
-                f"({self._mask(_error_text(raw), headers)}); is it still starting?",
+                f"({_error_text(raw, headers)}); is it still starting?",
                 status=status,
             )
         return _model_ids(raw)
@@ -403,19 +426,8 @@ class HttpModelClient:
                 "connection", f"{type(exc).__name__}: {exc}", reason=TerminationReason.MODEL_ERROR
             ) from None
         if status >= 400:
-            raise _classify_error(status, self._mask_bytes(raw, headers), retry_after)
+            raise _classify_error(status, _error_text(raw, headers), retry_after)
         return raw
-
-    def _mask_bytes(self, raw: bytes, headers: Mapping[str, str]) -> bytes:
-        # Some proxies echo the key back in their error; errors end up in the store.
-        for secret in _secrets(headers):
-            raw = raw.replace(secret.encode(), b"***")
-        return raw
-
-    def _mask(self, text: str, headers: Mapping[str, str]) -> str:
-        for secret in _secrets(headers):
-            text = text.replace(secret, "***")
-        return text
 
     async def aclose(self) -> None:
         await self.gate.aclose()
@@ -452,20 +464,9 @@ async def _read_body(response: aiohttp.ClientResponse, limit: int, url: str) -> 
 
 def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
     """Headers computed once for a fixed key, so the hot path makes no call per request."""
-    if isinstance(auth, StaticBearerAuth):
+    if isinstance(auth, StaticBearerAuth | BasicAuth):
         return {**_JSON, **auth.headers()}
     return None
-
-
-def _secrets(headers: Mapping[str, str]) -> list[str]:
-    values = []
-    for name, value in headers.items():
-        if name.lower() in ("content-type",):
-            continue
-        secret = value.split(" ", 1)[1] if value.lower().startswith("bearer ") else value
-        if len(secret) >= 4:
-            values.append(secret)
-    return values
 
 
 def _model_ids(raw: bytes) -> list[str]:
@@ -479,21 +480,33 @@ def _model_ids(raw: bytes) -> list[str]:
     return [str(item["id"]) for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
 
 
-def _error_text(raw: bytes) -> str:
-    text = raw[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+def _error_text(raw: bytes, headers: Mapping[str, str]) -> str:
+    """What an error body says, any echo of the request's credentials masked, at most 2,000 characters.
+
+    The body is decoded first and masked after: a JSON body may spell the key
+    with escapes (``\\u0073k-...``) that only decoding turns back into it. The
+    text is masked a little past the cut, so an echo across it goes whole.
+    """
+    secrets = request_secrets(headers)
+    window = _MAX_ERROR_BODY + _MASK_MARGIN
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return text
+        data = None
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
-        parts = [str(error.get(key)) for key in ("code", "type", "message") if error.get(key)]
-        return ": ".join(parts)[:_MAX_ERROR_BODY] or text
-    if isinstance(error, str):
-        return error[:_MAX_ERROR_BODY]
-    if isinstance(data, dict) and isinstance(data.get("detail"), str):
-        return data["detail"][:_MAX_ERROR_BODY]
-    return text
+        text = ": ".join(str(error.get(key))[:window] for key in ("code", "type", "message") if error.get(key))
+    elif isinstance(error, str):
+        text = error
+    elif isinstance(data, dict) and isinstance(data.get("detail"), str):
+        text = data["detail"]
+    elif data is not None:
+        text = orjson.dumps(data).decode()  # decoded and written again: escapes undone
+    else:
+        text = ""
+    if not text:
+        text = raw[:window].decode("utf-8", "replace")
+    return mask_secrets(text[:window], secrets)[:_MAX_ERROR_BODY]
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -510,8 +523,7 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _classify_error(status: int, raw: bytes, retry_after: str | None) -> Exception:
-    text = _error_text(raw)
+def _classify_error(status: int, text: str, retry_after: str | None) -> Exception:
     if status in (400, 413, 422) and _CONTEXT_PATTERN.search(text):
         return ModelError(TerminationReason.CONTEXT_EXCEEDED, f"HTTP {status}: {text}", status=status)
     if status in _RETRYABLE_STATUS or status >= 500:

@@ -34,6 +34,7 @@ from typing import Any
 
 import orjson
 
+from benchmax.auth import redact_url
 from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, EnvSpecError, ToolError
 from benchmax.envs._termination import TerminationReason
@@ -447,17 +448,21 @@ class RemoteDataset:
 
 
 def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EnvSpecError(f"{url}: a served env is named by http(s)://HOST:PORT")
-    if parts.username or parts.password or "token" in urllib.parse.parse_qs(parts.query):
+    shown = redact_url(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:
+        raise EnvSpecError(f"{shown}: not a URL; a served env is named by http(s)://HOST:PORT") from None
+    if parts.scheme not in ("http", "https") or not hostname:
+        raise EnvSpecError(f"{shown}: a served env is named by http(s)://HOST:PORT")
+    if parts.username or parts.password or shown != url:
         raise EnvSpecError(
-            f"{parts.scheme}://{parts.hostname}: put the token in {wire.TOKEN_ENV}, not in the URL "
-            "(the URL is stored in the run)"
+            f"{shown}: put the token in {wire.TOKEN_ENV}, not in the URL (the URL is shown and stored in the run)"
         )
     if parts.query or parts.fragment or parts.path.strip("/"):
         raise EnvSpecError(
-            f"{url}: env code is never fetched; download it, review it, and pass its local path. "
+            f"{shown}: env code is never fetched; download it, review it, and pass its local path. "
             "For an env served by benchmax serve, give the server's root, http(s)://HOST:PORT, "
             "without a path or query"
         )

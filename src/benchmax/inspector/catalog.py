@@ -10,8 +10,8 @@ import re
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from benchmax.auth import redact_urls
 from benchmax.store import DB_NAME, RunQueries, run_env, run_status
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)", re.I)
@@ -128,24 +128,8 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, str):
         if _SECRET_KEY.search(key) and not key.lower().endswith("_env") and value:
             return REDACTED
-        value = _SECRET_VALUE.sub(REDACTED, value)
-        if "://" in value and "@" in value:
-            value = _strip_userinfo(value)
-        return value
+        return redact_urls(_SECRET_VALUE.sub(REDACTED, value))
     return value
-
-
-def _strip_userinfo(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{REDACTED}@{host}", parts.path, parts.query, parts.fragment))
 
 
 def _same_path(found: Path, recorded: Path) -> bool:

@@ -6,14 +6,30 @@ disk limits), all of them concurrently and without blocking the event loop.
 The reward is the fraction of tests passed. A sandbox that cannot start raises
 ``RolloutFailure("sandbox_error", …)``: an infrastructure fault is not a
 wrong program.
+
+A test with a ``check`` is not ``code + check`` run as one program, where the
+program could end the process with status 0 before the check ran
+(``os._exit(0)``, an exiting ``sys.excepthook`` or ``atexit`` hook, a closed
+stdout). A fixed harness runs the candidate, then the check, in one namespace,
+and only when the check returns does it write a random per-test nonce to a
+copy of stdout it took before the candidate ran, and exit through
+``os._exit(0)`` (no hook of the candidate's runs). The nonce is never in the
+program text, its files, stdin, argv or the environment while the candidate
+runs: the harness reads it from a file it deletes first. A test passes only
+with exit status 0 *and* the nonce as the last line. What this does not stop:
+code that searches the harness's own memory (its frames, ``gc``, ``ctypes``)
+for the nonce, or that changes what the check's expressions mean (an
+``__eq__`` that is always true) — the check's author owns those.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from benchmax.envs import RolloutFailure
@@ -23,6 +39,71 @@ from benchmax.sandbox import SandboxError, SandboxResult, run_python_async
 logger = logging.getLogger("benchmax.rewards.code")
 
 Compare = Literal["exact", "lines", "tokens"]
+
+_CANDIDATE = "__benchmax_candidate__.py"
+_SEALED = "__benchmax_check__.json"
+_HARNESS = """\
+import json as _json
+import os as _os
+import sys as _sys
+import traceback as _traceback
+
+
+def _harness():
+    # Everything the harness needs later is bound now, before candidate code can replace it.
+    exit_now, write, dup, settrace, setprofile = _os._exit, _os.write, _os.dup, _sys.settrace, _sys.setprofile
+    run, build, print_exc = exec, compile, _traceback.print_exc
+    with open("__benchmax_check__.json", "rb") as handle:
+        sealed = _json.loads(handle.read())
+    _os.unlink("__benchmax_check__.json")
+    check, nonce = sealed["check"], sealed["nonce"]
+    del sealed
+    with open("__benchmax_candidate__.py", encoding="utf-8") as handle:
+        code = handle.read()
+    report = dup(1)
+    namespace = {"__name__": "__main__", "__file__": _os.path.abspath("__benchmax_candidate__.py")}
+    namespace["__builtins__"] = __builtins__
+
+    def flush():
+        for stream in {id(s): s for s in (_sys.stdout, _sys.stderr, _sys.__stdout__, _sys.__stderr__)}.values():
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+
+    def fail(status):
+        flush()
+        exit_now(status)
+
+    try:
+        run(build(code, "main.py", "exec"), namespace)
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            fail(stop.code if isinstance(stop.code, int) else 1)
+    except BaseException:
+        print_exc()
+        fail(1)
+    settrace(None)
+    setprofile(None)
+    try:
+        run(build(check, "check", "exec"), namespace)
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            fail(stop.code if isinstance(stop.code, int) else 1)
+    except BaseException:
+        print_exc()
+        fail(1)
+    flush()
+    try:
+        write(report, ("\\n" + nonce + "\\n").encode())
+    except BaseException:
+        exit_now(1)
+    exit_now(0)
+
+
+_harness()
+"""
+"""The program a test with a ``check`` runs (see the module docstring); it reads the two files above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +125,8 @@ class CodeTest:
 
 @dataclass(frozen=True, slots=True)
 class CodeTestResult:
-    """How one test went. ``reason``: passed, wrong_output, error, timeout, memory, output_limit."""
+    """How one test went. ``reason``: passed, wrong_output, error, timeout, memory, output_limit, or
+    no_report (the program exited 0 but the check never reported: it ended the process early)."""
 
     test: CodeTest
     passed: bool
@@ -82,26 +164,42 @@ async def run_code_tests(
     allows); by default the one running benchmax.
     """
 
+    taken = sorted({_CANDIDATE, _SEALED} & set(files or {}))
+    if taken:
+        raise ValueError(f"files may not be named {', '.join(taken)}: the code-test harness uses those names")
+
     async def one(test: CodeTest) -> CodeTestResult:
-        program = code if test.check is None else f"{code}\n\n{test.check}\n"
+        program, extra, nonce = code, dict(files or {}), None
+        if test.check is not None:
+            nonce = secrets.token_hex(16)
+            program = _HARNESS
+            extra[_CANDIDATE] = code
+            extra[_SEALED] = json.dumps({"check": test.check, "nonce": nonce})
         try:
             run = await run_python_async(
-                program, stdin=test.stdin, timeout=timeout, memory_mb=memory_mb, files=files, python=python
+                program, stdin=test.stdin, timeout=timeout, memory_mb=memory_mb, files=extra, python=python
             )
         except SandboxError as exc:
             raise RolloutFailure("sandbox_error", str(exc)) from exc
-        return CodeTestResult(test, *_judge_run(run, test, compare), run=run)
+        reported = True
+        if nonce is not None:
+            reported = run.stdout.endswith(f"\n{nonce}\n")
+            if reported:
+                run = replace(run, stdout=run.stdout[: -len(nonce) - 2])
+        return CodeTestResult(test, *_judge_run(run, test, compare, reported=reported), run=run)
 
     return list(await asyncio.gather(*(one(test) for test in tests)))
 
 
-def _judge_run(run: SandboxResult, test: CodeTest, compare: Compare) -> tuple[bool, str]:
+def _judge_run(run: SandboxResult, test: CodeTest, compare: Compare, *, reported: bool) -> tuple[bool, str]:
     if run.timed_out:
         return False, "timeout"
     if run.output_truncated:
         return False, "output_limit"
     if run.exit_code != 0:
         return False, "memory" if run.memory_error else "error"
+    if not reported:
+        return False, "no_report"
     if test.expected_stdout is not None and not outputs_match(run.stdout, test.expected_stdout, compare):
         return False, "wrong_output"
     return True, "passed"

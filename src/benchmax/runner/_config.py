@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from benchmax.auth import BasicAuth, redact_url, split_credentials
 from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
@@ -30,6 +31,10 @@ class RunConfig:
     ``group_size``); ``None`` makes the whole run one batch.
     ``max_failure_rate`` is the share of operational failures past which the run
     counts as failed (the CLI then exits 1).
+    ``https://USER:PASSWORD@host/v1`` in ``base_url`` is sent as basic auth (as
+    curl does): the credentials move to ``credentials`` and the URL keeps none.
+    They are never stored, so ``--resume`` needs the URL given again, and they
+    cannot be combined with ``api_key_env`` (one ``Authorization`` header).
     """
 
     env: str
@@ -60,10 +65,22 @@ class RunConfig:
     """The user's price file (``None``: ``$BENCHMAX_PRICES``, else only the shipped table)."""
     max_cost: float | None = None
     """US dollars the run may spend on model calls (all sessions together); past it the run stops, resumable."""
+    credentials: BasicAuth | None = field(default=None, repr=False, compare=False)
+    """The basic credentials ``base_url`` carried (never stored)."""
 
     def __post_init__(self) -> None:
-        urls = _base_urls(self.base_url)
+        urls, credentials = _base_urls(self.base_url)
         object.__setattr__(self, "base_url", urls[0] if len(urls) == 1 else urls)
+        if credentials is not None:
+            if self.credentials is not None and self.credentials != credentials:
+                raise ValueError(f"base_url {redact_url(urls[0])} carries other credentials than the ones given")
+            object.__setattr__(self, "credentials", credentials)
+        if self.credentials is not None and self.api_key_env:
+            raise ValueError(
+                f"--base-url {redact_url(urls[0])} carries credentials (user:password@, sent as basic auth) and "
+                f"--api-key-env {self.api_key_env} names a key (sent as a bearer token); a request carries one "
+                "Authorization header: give the credentials in one place"
+            )
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
         if self.group_size < 1:
@@ -100,8 +117,12 @@ class RunConfig:
         return None if self.batch_size is None else self.batch_size // self.group_size
 
     def to_meta(self) -> dict[str, Any]:
-        """The JSON form stored in the run; holds the API key's variable name, never the key."""
-        data = asdict(self)
+        """The JSON form stored in the run; holds the API key's variable name, never the key, and no credentials."""
+        data = asdict(replace(self, credentials=None))
+        del data["credentials"]
+        data["base_url"] = (
+            redact_url(self.base_url) if isinstance(self.base_url, str) else [redact_url(url) for url in self.base_url]
+        )
         data["data_dir"] = str(self.data_dir) if self.data_dir is not None else None
         data["run_dir"] = str(self.run_dir) if self.run_dir is not None else None
         data["sampling"]["stop"] = list(self.sampling.stop) if self.sampling.stop else None
@@ -111,7 +132,7 @@ class RunConfig:
 
     @classmethod
     def from_meta(cls, data: Mapping[str, Any]) -> RunConfig:
-        known = {item.name for item in fields(cls)}
+        known = {item.name for item in fields(cls)} - {"credentials"}
         values = {key: value for key, value in data.items() if key in known}
         sampling = SamplingParams.from_dict(values.pop("sampling", None))
         engine = dict(values.pop("engine", {}) or {})
@@ -126,18 +147,31 @@ class RunConfig:
         return cls(sampling=sampling, engine=EngineConfig(**engine), **values)
 
 
-def _base_urls(value: str | Sequence[str]) -> tuple[str, ...]:
-    urls = (value,) if isinstance(value, str) else tuple(value)
-    if not urls or not all(isinstance(url, str) and url.strip() for url in urls):
-        raise ValueError(f"base_url must be a URL or a list of URLs, got {value!r}")
+def _base_urls(value: str | Sequence[str]) -> tuple[tuple[str, ...], BasicAuth | None]:
+    """The URLs without user info, and the one set of credentials their user info held."""
+    given = (value,) if isinstance(value, str) else tuple(value)
+    if not given or not all(isinstance(url, str) and url.strip() for url in given):
+        shown = redact_url(value) if isinstance(value, str) else [redact_url(url) if isinstance(url, str) else url
+                                                                   for url in given]  # fmt: skip
+        raise ValueError(f"base_url must be a URL or a list of URLs, got {shown!r}")
+    split = [split_credentials(url) for url in given]
+    urls = tuple(url for url, _ in split)
+    found = {credentials for _, credentials in split}
+    if len(found) > 1:
+        raise ValueError(
+            "the --base-url replicas carry different credentials (user:password@); one set is sent to every "
+            "replica: give each URL the same user info"
+        )
     if len(urls) > 1:
         if EMBEDDED in urls:
             raise ValueError("the embedded model cannot be one of several replicas: give only --base-url URLs")
         stripped = [url.rstrip("/") for url in urls]
         twice = sorted({url for url in stripped if stripped.count(url) > 1})
         if twice:
-            raise ValueError(f"base_url lists {', '.join(twice)} more than once; give each replica once")
-    return urls
+            raise ValueError(
+                f"base_url lists {', '.join(map(redact_url, twice))} more than once; give each replica once"
+            )
+    return urls, found.pop()
 
 
 def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") -> Path:
@@ -147,7 +181,7 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
     directory spec, the file stem of ``path/env.py:Class``, the module of
     ``package.module:Class``, the package of an installed env.
     """
-    spec = env.rstrip("/").split("@", 1)[0]
+    spec = redact_url(env).rstrip("/").split("@", 1)[0]
     head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
     path = Path(head)
     if path.suffix == ".py":

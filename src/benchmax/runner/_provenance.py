@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from benchmax import __version__
+from benchmax.auth import redact_url
 from benchmax.envs import EnvSpec, SamplingParams
 from benchmax.runner._digest import FileDigests
 
@@ -309,18 +309,8 @@ def _endpoint(value: str | Sequence[str]) -> str | list[str]:
 
 
 def _clean_url(url: str) -> str:
-    """The URL without user info, query or fragment (where credentials hide)."""
-    if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "(unparseable URL)"
-    if ":" in host:
-        host = f"[{host}]"
-    return urlunsplit((parts.scheme, f"{host}:{port}" if port else host, parts.path, "", ""))
+    """The URL as :func:`~benchmax.auth.redact_url` shows it, less query and fragment: the endpoint itself."""
+    return redact_url(url).partition("#")[0].partition("?")[0]
 
 
 def _sampling(sampling: SamplingParams) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmax.auth import StaticBearerAuth
+from benchmax.auth import ModelAuth, StaticBearerAuth, redact_url
 from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
 from benchmax.envs import (
@@ -143,7 +143,9 @@ async def arun(
             )
         executor = make_executor(config, env, prices, clients=clients)
         await executor.start()
-        auth = StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else None
+        auth: ModelAuth | None = (
+            StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else config.credentials
+        )
         clients = _clients(executor, config)
         async with model_endpoint(
             None if config.base_url == EMBEDDED else config.base_urls,
@@ -259,7 +261,9 @@ def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:
 
 
 def _stored_url(endpoint: Endpoint) -> str | list[str]:
-    return list(endpoint.replicas) if len(endpoint.replicas) > 1 else endpoint.base_url
+    if len(endpoint.replicas) > 1:
+        return [redact_url(url) for url in endpoint.replicas]
+    return redact_url(endpoint.base_url)
 
 
 def _outage_source(executor: GroupExecutor, clients: ClientPool) -> OutageSource:
@@ -341,7 +345,7 @@ async def _schedule(
     session: RunSession,
     observer: RunObserver | None,
     endpoint: Endpoint,
-    auth: StaticBearerAuth | None,
+    auth: ModelAuth | None,
     clients: ClientPool,
     spend: RunSpend,
 ) -> int:

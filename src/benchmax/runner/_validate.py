@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax.auth import StaticBearerAuth
+from benchmax.auth import ModelAuth, StaticBearerAuth, redact_url, split_credentials
 from benchmax.engine import Engine, EngineConfig, validate_tools
 from benchmax.envs import (
     CHAT_ROLES,
@@ -317,7 +317,15 @@ async def _check_group(
     where: str,
     report: Report,
 ) -> None:
-    auth = StaticBearerAuth.from_env(api_key_env) if api_key_env else None
+    base_url, credentials = split_credentials(base_url)
+    if credentials is not None and api_key_env:
+        report.problem(
+            where,
+            f"--base-url {redact_url(base_url)} carries credentials (user:password@, sent as basic auth) and "
+            f"--api-key-env {api_key_env} names a key: a request carries one Authorization header, give one",
+        )
+        return
+    auth: ModelAuth | None = StaticBearerAuth.from_env(api_key_env) if api_key_env else credentials
     engine = Engine(env, EngineConfig(request_timeout=120, max_outage=30))
     try:
         requests = [RolloutRequest(f"validate#{index}", example, model, base_url, auth, "eval") for index in range(2)]
