@@ -227,9 +227,23 @@ class HttpModelClient:
         such route (any answer but a model list, a refused key or a gateway's
         502/503/504) a 1-token chat request instead. An unreachable server, a URL
         missing its ``/v1`` and a refused key each get their own message; an
-        error page is said in one line. Returns the model ids the server lists
-        (empty when it lists none).
+        error page is said in one line. A gateway's 502/503/504 is retried as a
+        request's would be (one blip costs one retry). Returns the model ids the
+        server lists (empty when it lists none).
         """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._preflight_once(model, auth)
+            except ModelError as exc:
+                if exc.status not in _GATEWAY_STATUS or attempt >= self.retry.max_attempts:
+                    raise
+                delay = self.retry.backoff(attempt)
+                logger.warning("preflight: %s; retry %d/%d in %.2fs", exc, attempt, self.retry.max_attempts - 1, delay)
+                await asyncio.sleep(delay)
+
+    async def _preflight_once(self, model: str | None, auth: ModelAuth | None) -> list[str]:
         session = self._ensure_session()
         headers = await self._headers(auth, model or "", "preflight")
         try:
@@ -559,7 +573,11 @@ def _parse_completion(raw: bytes) -> ChatResult:
     data = _json_object(raw)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _malformed("no choices")
+        # Retried (0.2.5 failed at once): gateways send 200 with an error and no choices
+        # for an upstream blip, and say why in "error" (docs/migrating.md).
+        error = data.get("error")
+        said = f" (error: {_error_text(orjson.dumps({'error': error}))})" if error else ""
+        raise _malformed(f"no choices{said}")
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):

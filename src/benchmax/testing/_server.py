@@ -15,6 +15,7 @@ default an echo) answers. Steps::
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
     {"fail": {"status": 503, "message": "overloaded"}, ...}   the error's message
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
+    {"fail": {"body": {"error": "x"}, "times": 1}, ...}  this JSON body (status 200 unless given) first
     {"fail": {"reset": true, "times": 1}, ...}         connection dropped first
     {"fail": {"truncated": true, "times": 1}, ...}     body cut short of its Content-Length
     {"fail": {"hang": 30, "times": 1}, ...}            no reply for 30 s (then a 500)
@@ -35,8 +36,9 @@ Server-wide quirks, for the gateways and servers benchmax meets (defaults: none)
 ``models`` are the ids ``GET /v1/models`` lists (``None``: no such route, as
 aiohttp answers unknown routes); ``models_status`` answers that route with this
 status and an HTML error page instead (404, 405, 501 as proxies and minimal
-servers do); ``fail_first`` answers the first chat requests with these statuses
-(an HTML gateway page each: ``(503,)`` is one transient outage blip).
+servers do), after ``models_delay`` seconds (a route that hangs); ``fail_first``
+answers the first chat requests with these statuses (an HTML gateway page each:
+``(503,)`` is one transient outage blip).
 
 It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
 as a process: ``python -m benchmax.testing --port 8000``.
@@ -100,11 +102,13 @@ class ScriptedServer:
         embedding_dims: int = 8,
         models: Sequence[str] | None = ("scripted",),
         models_status: int | None = None,
+        models_delay: float = 0.0,
         fail_first: Sequence[int] = (),
     ) -> None:
         self.policy = policy or echo_policy
         self.models = tuple(models) if models is not None else None
         self.models_status = models_status
+        self.models_delay = models_delay
         self.fail_first = tuple(fail_first)
         self.host = host
         self.port = port
@@ -179,6 +183,8 @@ class ScriptedServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         self.counts["models"] += 1
+        if self.models_delay:
+            await asyncio.sleep(self.models_delay)
         if self.models_status is not None:
             return _html_error(self.models_status)
         assert self.models is not None
@@ -254,6 +260,9 @@ class ScriptedServer:
         return web.Response(body=self._completion(body, step), content_type="application/json")
 
     async def _fault(self, request: web.Request, fail: Mapping[str, Any]) -> web.StreamResponse:
+        if "body" in fail:
+            self.counts["fault_bodies"] += 1
+            return web.json_response(fail["body"], status=int(fail.get("status", 200)))
         if fail.get("malformed"):
             self.counts["malformed"] += 1
             return web.Response(body=b'{"choices": [', content_type="application/json")
