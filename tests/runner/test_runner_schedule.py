@@ -79,7 +79,7 @@ async def test_rollouts_in_flight_never_exceed_the_concurrency_or_split_a_group(
 async def test_seeded_siblings_get_consecutive_seeds_and_the_sampling_options(tmp_path, server):
     write_split(tmp_path / "data", [row("1", "only")])
     config = RunConfig(
-        env=ENV_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, model="scripted-model", group_size=3,
+        env=ENV_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, model="scripted", group_size=3,
         run_dir=tmp_path / "run",
         sampling=SamplingParams(temperature=0.7, max_tokens=9, seed=10, extra_body={"top_k": 5}),
     )  # fmt: skip
@@ -88,7 +88,7 @@ async def test_seeded_siblings_get_consecutive_seeds_and_the_sampling_options(tm
 
     bodies = sorted(server.requests, key=lambda body: body["seed"])
     assert [(b["seed"], b["temperature"], b["max_tokens"], b["top_k"], b["model"]) for b in bodies] == [
-        (seed, 0.7, 9, 5, "scripted-model") for seed in (10, 11, 12)
+        (seed, 0.7, 9, 5, "scripted") for seed in (10, 11, 12)
     ]
     with open_run(tmp_path / "run") as run:
         assert sorted(record.sampling["seed"] for record in run.rollouts()) == [10, 11, 12]

@@ -2,7 +2,8 @@
 
 Exit codes: 0 the run did its job; 1 it did not (no rollout could be scored,
 operational failures above ``--max-failure-rate``, the model endpoint could not
-serve, or an outage outlasted ``--max-outage``); 2 bad usage, env or data;
+serve, or an outage outlasted ``--max-outage``); 2 bad usage, env or data (a
+``--model`` the server does not serve among them);
 130 Ctrl-C; 143 SIGTERM. Interrupted and stopped runs print the resume command.
 """
 
@@ -76,6 +77,14 @@ def eval_command(
         str | None,
         typer.Option(help="Model name sent to the server (default: the one model the server lists at /models)."),
     ] = None,
+    model_check: Annotated[
+        bool,
+        typer.Option(
+            "--model-check/--no-model-check",
+            help="Refuse a --model the server's /models does not list (aliases of listed names pass: see "
+            "docs/reliability.md); --no-model-check for a gateway whose list is partial.",
+        ),
+    ] = True,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/NAME-TIME).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the run kept in this directory.")] = None,
@@ -196,6 +205,7 @@ def eval_command(
                 concurrency=concurrency if concurrency is not None else 64,
                 batch_size=batch_size,
                 model=model,
+                check_model=model_check,
                 base_url=tuple(base_url) if base_url else EMBEDDED,
                 api_key_env=api_key_env,
                 sampling=SamplingParams(

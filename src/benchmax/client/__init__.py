@@ -45,6 +45,7 @@ from benchmax.client._gate import (
 )
 from benchmax.client._http import DEFAULT_CONNECT_TIMEOUT, ClientStats, HttpModelClient
 from benchmax.client._limit import RequestLimit
+from benchmax.client._models import ModelNotServed, ServedModel, choose_model, parse_models
 from benchmax.client._pool import ClientPool
 from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, PriceTable, PriceTableError
 from benchmax.client._retry import RetryPolicy
@@ -79,6 +80,7 @@ __all__ = [
     "HttpModelClient",
     "ModelClient",
     "ModelError",
+    "ModelNotServed",
     "ModelPrice",
     "Outage",
     "PriceTable",
@@ -88,11 +90,14 @@ __all__ = [
     "ResponseCache",
     "RetryPolicy",
     "Role",
+    "ServedModel",
     "Unseeded",
     "calls_from_meta",
     "calls_to_meta",
+    "choose_model",
     "known_usd",
     "merge_figures",
+    "parse_models",
     "request_key",
     "scoped_client",
     "total_usd",

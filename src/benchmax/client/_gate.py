@@ -38,7 +38,12 @@ endpoint can neither be hammered nor hold requests forever.
 
 Past ``max_outage`` seconds down, the waiting requests fail with
 :class:`EndpointDown` and new ones fail at once, until the endpoint answers a
-probe again. Each outage is kept as an :class:`Outage` record; listeners hear
+probe again. The budget is a ceiling on any request's wait: it counts from the
+probe that found the endpoint down, and a probe that hangs is cut off where the
+budget ends. Who sets it: ``--max-outage`` for ``benchmax eval``,
+``EngineConfig.max_outage`` for a trainer calling ``Engine.run_group``.
+
+Each outage is kept as an :class:`Outage` record; listeners hear
 of every change (the live progress, the run store and the replica router use
 them).
 """
@@ -245,11 +250,14 @@ class EndpointGate:
                 self._tripped_by = kind
             self._trip(cause)
             return True
-        if kind in _PROBED and self._probe is not None and not await self._probe_once():
-            if self._current is None:
-                self._tripped_by = kind
-                self._trip(cause)
-            return True
+        if kind in _PROBED and self._probe is not None:
+            asked = time.monotonic()
+            if not await self._probe_once():
+                if self._current is None:
+                    # The request has waited since the probe went out: that is the outage's start.
+                    self._tripped_by = kind
+                    self._trip(cause, since=asked)
+                return True
         return self._current is not None
 
     def success(self) -> None:
@@ -332,14 +340,15 @@ class EndpointGate:
         if checking is None or checking.done() or checking.get_loop() is not asyncio.get_running_loop():
             checking = self._checking = asyncio.ensure_future(self._probe())
         try:
-            return await asyncio.shield(checking)
+            # A probe that hangs must not hold the request past the outage budget.
+            return await asyncio.wait_for(asyncio.shield(checking), self.max_outage)
         except Exception:
             return False
 
     def _on_probation(self) -> bool:
         return self._probation is not None and time.monotonic() < self._probation_until
 
-    def _trip(self, cause: str) -> None:
+    def _trip(self, cause: str, *, since: float | None = None) -> None:
         reopened = self._probation if self._on_probation() else None
         self._probation = None
         if reopened is not None and self.outages and self.outages[-1] is reopened:
@@ -351,8 +360,9 @@ class EndpointGate:
             self._delay = min(self.probe_max, self._delay * 2)
             logger.warning("model endpoint %s failed again right after coming back (%s)", self.endpoint, cause)
         else:
-            self._current = Outage(self.endpoint, started_at=time.time(), cause=cause)
-            self._down_clock = time.monotonic()
+            now = time.monotonic()
+            self._down_clock = now if since is None else min(since, now)
+            self._current = Outage(self.endpoint, started_at=time.time() - (now - self._down_clock), cause=cause)
             self._delay = self.probe_initial
             then = "its requests go to the other replicas" if self.routed else "holding its requests"
             logger.warning("model endpoint %s is down (%s); %s", self.endpoint, cause, then)
@@ -374,8 +384,10 @@ class EndpointGate:
             if self._current is None:
                 return
             if self._probe is not None and not self._held:
+                left = self.max_outage - (time.monotonic() - self._down_clock)
                 try:
-                    back = await self._probe()
+                    # Within the budget a probe gets what is left of it, so the budget is a ceiling.
+                    back = await asyncio.wait_for(self._probe(), None if self._failed else max(left, 0.0))
                 except Exception:
                     back = False
                 if back and self._current is not None and not self._held:

@@ -38,6 +38,7 @@ from benchmax.auth import (
 )
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, FailureKind, Unavailable
 from benchmax.client._limit import RequestLimit
+from benchmax.client._models import UNNAMED, ServedModel, parse_models, parse_models_body
 from benchmax.client._numbers import logprob, token_count, token_ids
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
@@ -54,6 +55,10 @@ _CONTEXT_PATTERN = re.compile(
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _GATEWAY_STATUS = frozenset({502, 503, 504})
 """Answers that mean the endpoint (or the proxy before it) cannot serve anything right now."""
+_NO_ROUTE = frozenset({404, 405, 501})
+"""Answers of a server that has no such route: permanent, and no sign of an outage."""
+_ERROR_LINE = 300
+"""Characters of an error that is not a JSON error object (an HTML page, plain text): one line."""
 _MAX_ERROR_BODY = 2000
 _MASK_MARGIN = 1024
 """Characters masked past the cut of an error text, so a credential echoed across the cut is masked whole."""
@@ -84,6 +89,17 @@ class _Retryable(Exception):
         self.reason = reason
         self.delay = delay
         self.kind = kind
+
+    def masked(self, headers: Mapping[str, str]) -> _Retryable:
+        """This failure with any echo of the request's credentials in its message masked
+        (a reply's own text, quoted in the message, may repeat the key)."""
+        return _Retryable(
+            self.cause,
+            mask_secrets(str(self), request_secrets(headers)),
+            reason=self.reason,
+            delay=self.delay,
+            kind=self.kind,
+        )
 
 
 @dataclass
@@ -216,9 +232,12 @@ class HttpModelClient:
         return await self._send(method, f"{self.base_url}{path}", payload, _parse, headers, wait=wait)
 
     async def probe(self) -> bool:
-        """Whether the endpoint answers at all: any HTTP status below 500 to ``GET /models``.
+        """Whether the endpoint answers at all: any HTTP answer to ``GET /models`` but 502/503/504.
 
-        The host name is resolved afresh: a rescheduled server comes back at another address.
+        A server without the route (404, 405, 501 and an error page) is up: its
+        answer says so. Only a gateway's "nothing behind me" or no answer at all
+        is down. The host name is resolved afresh: a rescheduled server comes
+        back at another address.
         """
         session = self._ensure_session()
         connector = session.connector
@@ -228,18 +247,44 @@ class HttpModelClient:
         try:
             async with session.get(f"{self.base_url}/models", timeout=timeout) as response:
                 await response.read()
-                return response.status < 500
+                return response.status not in _GATEWAY_STATUS
         except (aiohttp.ClientError, TimeoutError, OSError):
             return False
+
+    async def served_models(self, *, auth: ModelAuth | None = None) -> tuple[ServedModel, ...] | None:
+        """What ``GET /models`` lists, sent like any request (retries, gate); ``None`` where the
+        server has no such route (404, 405, 501) or answers it with something else than a list."""
+        try:
+            return await self.request("GET", "/models", parse_models, auth=auth)
+        except ModelError as exc:
+            if exc.status in _NO_ROUTE:
+                return None
+            raise
 
     async def preflight(self, model: str | None = None, *, auth: ModelAuth | None = None) -> list[str]:
         """Fail fast, with what to do, when the endpoint cannot serve chat completions.
 
-        One ``GET /models`` (and a 1-token chat request when a server has no
-        such route) before any rollout is spent: an unreachable server, a URL
-        missing its ``/v1`` and a refused key each get their own message.
-        Returns the model ids the server lists (empty when it lists none).
+        One ``GET /models`` before any rollout is spent; where the server has no
+        such route (any answer but a model list, a refused key or a gateway's
+        502/503/504) a 1-token chat request instead. An unreachable server, a URL
+        missing its ``/v1`` and a refused key each get their own message; an
+        error page is said in one line. A gateway's 502/503/504 is retried as a
+        request's would be (one blip costs one retry). Returns the model ids the
+        server lists (empty when it lists none).
         """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._preflight_once(model, auth)
+            except ModelError as exc:
+                if exc.status not in _GATEWAY_STATUS or attempt >= self.retry.max_attempts:
+                    raise
+                delay = self.retry.backoff(attempt)
+                logger.warning("preflight: %s; retry %d/%d in %.2fs", exc, attempt, self.retry.max_attempts - 1, delay)
+                await asyncio.sleep(delay)
+
+    async def _preflight_once(self, model: str | None, auth: ModelAuth | None) -> list[str]:
         session = self._ensure_session()
         headers = await self._headers(auth, model or "", "preflight")
         try:
@@ -261,41 +306,62 @@ class HttpModelClient:
                 "which is never stored: give it again with --resume)",
                 status=status,
             )
-        if status == 404:
-            await self._preflight_chat(session, headers, model)
-            return []
-        if status >= 500:
+        if status in _GATEWAY_STATUS:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
                 f"the model server at {self.base_url} answers HTTP {status} "
                 f"({_error_text(raw, headers)}); is it still starting?",
                 status=status,
             )
-        return _model_ids(raw)
+        served = parse_models_body(raw) if 200 <= status < 300 else None
+        if served is None:
+            logger.info(
+                "%s answers GET /models with HTTP %d (%s); checking it with a 1-token chat request",
+                self.base_url,
+                status,
+                _error_text(raw, headers),
+            )
+            await self._preflight_chat(session, headers, model)
+            return []
+        return [entry.id for entry in served]
 
     async def _preflight_chat(
         self, session: aiohttp.ClientSession, headers: Mapping[str, str], model: str | None
     ) -> None:
         hello = [{"role": "user", "content": "hi"}]
-        body = orjson.dumps({"model": model or "default", "messages": hello, "max_tokens": 1})
+        body = orjson.dumps({"model": model or UNNAMED, "messages": hello, "max_tokens": 1})
         try:
             async with session.post(
                 self._url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
             ) as response:
-                await response.read()
+                raw = await response.read()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ModelError(
                 TerminationReason.MODEL_ERROR, f"the model server at {self.base_url} failed a 1-token request: {exc}"
             ) from None
+        said = _error_text(raw, headers)
+        if status in (401, 403):
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"the model server at {self.base_url} refused the credentials (HTTP {status}: {said}); "
+                "check --api-key-env",
+                status=status,
+            )
         if status == 404:
             hint = ""
             if not self.base_url.endswith("/v1"):
                 hint = f"; OpenAI-compatible servers serve under /v1: try --base-url {self.base_url}/v1"
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"{self.base_url} has no /chat/completions route (HTTP 404){hint}",
+                f"{self.base_url} answers a 1-token chat request with HTTP 404 ({said}){hint}",
                 status=404,
+            )
+        if status >= 500:
+            raise ModelError(
+                TerminationReason.MODEL_ERROR,
+                f"the model server at {self.base_url} answers a 1-token chat request with HTTP {status} ({said})",
+                status=status,
             )
 
     async def _headers(self, auth: ModelAuth | None, model: str, rollout_id: str | None) -> Mapping[str, str]:
@@ -343,7 +409,11 @@ class HttpModelClient:
             try:
                 granted = await limit.acquire()
                 try:
-                    result = parse(await self._once(session, method, url, payload, headers))
+                    raw = await self._once(session, method, url, payload, headers)
+                    try:
+                        result = parse(raw)
+                    except _Retryable as failure:
+                        raise failure.masked(headers) from None
                 except BaseException:
                     limit.release(granted, served=False)
                     raise
@@ -469,23 +539,15 @@ def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
     return None
 
 
-def _model_ids(raw: bytes) -> list[str]:
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return []
-    items = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return []
-    return [str(item["id"]) for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
-
-
 def _error_text(raw: bytes, headers: Mapping[str, str]) -> str:
-    """What an error body says, any echo of the request's credentials masked, at most 2,000 characters.
+    """What an error body says, in one line, any echo of the request's credentials masked.
 
-    The body is decoded first and masked after: a JSON body may spell the key
-    with escapes (``\\u0073k-...``) that only decoding turns back into it. The
-    text is masked a little past the cut, so an echo across it goes whole.
+    A JSON error's message is kept (at most 2,000 characters, whitespace folded);
+    anything else (an HTML page, plain text, JSON of another shape) is summarised
+    in one line of at most 300 characters, an HTML page by its title: never the
+    whole page. The body is decoded first and masked after: a JSON body may
+    spell the key with escapes (``\\u0073k-...``) that only decoding turns back
+    into it. The text is masked a little past the cut, so an echo across it goes whole.
     """
     secrets = request_secrets(headers)
     window = _MAX_ERROR_BODY + _MASK_MARGIN
@@ -495,18 +557,34 @@ def _error_text(raw: bytes, headers: Mapping[str, str]) -> str:
         data = None
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
-        text = ": ".join(str(error.get(key))[:window] for key in ("code", "type", "message") if error.get(key))
+        said = ": ".join(str(error.get(key))[:window] for key in ("code", "type", "message") if error.get(key))
     elif isinstance(error, str):
-        text = error
+        said = error
     elif isinstance(data, dict) and isinstance(data.get("detail"), str):
-        text = data["detail"]
-    elif data is not None:
-        text = orjson.dumps(data).decode()  # decoded and written again: escapes undone
+        said = data["detail"]
     else:
-        text = ""
-    if not text:
-        text = raw[:window].decode("utf-8", "replace")
-    return mask_secrets(text[:window], secrets)[:_MAX_ERROR_BODY]
+        said = ""
+    said = _SPACE.sub(" ", mask_secrets(said[:window], secrets)).strip()
+    if said:
+        return said[:_MAX_ERROR_BODY]
+    # JSON of another shape is decoded and written again (escapes undone); anything else is read as text
+    text = orjson.dumps(data).decode() if data is not None else raw[:window].decode("utf-8", "replace")
+    return _one_line(mask_secrets(text[:window], secrets))
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_HIDDEN = re.compile(r"<(script|style|head)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+
+
+def _one_line(text: str) -> str:
+    if "<" in text and _TAG.search(text):
+        title = _TITLE.search(text)
+        body = _TAG.sub(" ", _HIDDEN.sub(" ", text))
+        text = (title.group(1) if title and title.group(1).strip() else body) + " (an HTML page)"
+    line = _SPACE.sub(" ", text).strip() or "(empty body)"
+    return line if len(line) <= _ERROR_LINE else line[: _ERROR_LINE - 3] + "..."
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -526,7 +604,8 @@ def _parse_retry_after(value: str | None) -> float | None:
 def _classify_error(status: int, text: str, retry_after: str | None) -> Exception:
     if status in (400, 413, 422) and _CONTEXT_PATTERN.search(text):
         return ModelError(TerminationReason.CONTEXT_EXCEEDED, f"HTTP {status}: {text}", status=status)
-    if status in _RETRYABLE_STATUS or status >= 500:
+    if status in _RETRYABLE_STATUS or (status >= 500 and status != 501):
+        # 501 Not Implemented: the server has no such route, which no retry changes.
         kind: FailureKind | None = None
         if status >= 500 and retry_after is None:
             # A Retry-After is the server pacing this request, not an endpoint gone.
@@ -559,7 +638,11 @@ def _parse_completion(raw: bytes) -> ChatResult:
     data = _json_object(raw)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _malformed("no choices")
+        # Retried (0.2.5 failed at once): gateways send 200 with an error and no choices
+        # for an upstream blip, and say why in "error" (docs/migrating.md).
+        error = data.get("error")
+        said = f" (error: {_error_text(orjson.dumps({'error': error}), {})})" if error else ""
+        raise _malformed(f"no choices{said}")
     choice = choices[0]
     message = choice.get("message")
     if not isinstance(message, dict):

@@ -47,6 +47,9 @@ class RunConfig:
     batch_size: int | None = None
     model: str | None = None
     """The model name sent to the server; ``None``: the one model the server lists."""
+    check_model: bool = True
+    """Refuse a ``model`` the server's ``/models`` does not list (``benchmax.client.choose_model``);
+    off for a gateway whose list is partial."""
     base_url: str | tuple[str, ...] = EMBEDDED
     """The endpoint (``…/v1``), or several replicas of one model (a list); ``embedded`` by default."""
     api_key_env: str | None = None

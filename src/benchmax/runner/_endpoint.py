@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchmax.auth import ModelAuth
-from benchmax.client import ClientPool, EndpointGate, GateEvent, HttpModelClient, ModelError, Outage, ReplicaRouter
+from benchmax.client import (
+    ClientPool,
+    EndpointGate,
+    GateEvent,
+    HttpModelClient,
+    ModelError,
+    Outage,
+    ReplicaRouter,
+    choose_model,
+)
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -61,11 +70,14 @@ async def model_endpoint(
     log_dir: Path,
     auth: ModelAuth | None = None,
     embedded_options: dict[str, Any] | None = None,
+    check_model: bool = True,
 ) -> AsyncIterator[Endpoint]:
     """The endpoint to send rollouts to; ``base_url=None`` starts the embedded model.
 
-    ``base_url`` may list several replicas of one model. Without ``model``, the
-    one model the servers list at ``/models`` is used. A base URL the pool
+    ``base_url`` may list several replicas of one model. The model name is
+    chosen by ``benchmax.client.choose_model`` from what the servers list at
+    ``/models``: a name they do not serve raises ``ModelNotServed`` before
+    anything is stored (``check_model=False`` sends it anyway). A base URL the pool
     routes to a client of its own (a trainer's in-process policy, registered
     with ``ClientPool.register``) needs no preflight.
     """
@@ -76,7 +88,7 @@ async def model_endpoint(
             return
         key = clients.route(urls)
         served = await _preflight(urls, model, clients, auth)
-        yield Endpoint(key, model or _only_model(served), replicas=urls)
+        yield Endpoint(key, choose_model(model, served, check=check_model), replicas=urls)
         return
     from benchmax.local import EmbeddedModel, EmbeddedModelError
 
@@ -131,19 +143,6 @@ async def _preflight(
         )
         await clients.gate(url).failure(why, "refused")
     return served
-
-
-def _only_model(served: Mapping[str, list[str]]) -> str:
-    lists = {url: models for url, models in served.items()}
-    url, models = next(iter(lists.items()))
-    if len(models) > 1:
-        listed = ", ".join(models[:8]) + (", ..." if len(models) > 8 else "")
-        raise EndpointError(f"{url} serves {len(models)} models ({listed}); choose one with --model")
-    differ = {other: listed for other, listed in lists.items() if listed and models and listed != models}
-    if differ:
-        said = "; ".join(f"{other}: {', '.join(listed[:4])}" for other, listed in {url: models, **differ}.items())
-        raise EndpointError(f"the replicas serve different models ({said}); choose one with --model")
-    return models[0] if models else next((listed[0] for listed in lists.values() if listed), "default")
 
 
 async def _supervise(server: Any, gate: EndpointGate) -> None:

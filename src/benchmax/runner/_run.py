@@ -153,6 +153,7 @@ async def arun(
             clients,
             log_dir=run_dir,
             auth=auth,
+            check_model=config.check_model,
         ) as endpoint:
             if config.max_cost is not None and prices.price(endpoint.model) is None:
                 raise BenchmaxError(

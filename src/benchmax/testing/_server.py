@@ -18,6 +18,7 @@ default an echo) answers. Steps::
     {"fail": {"status": 503, "times": 2, "retry_after": 0}, "content": "ok"}
     {"fail": {"status": 503, "message": "overloaded"}, ...}   the error's message
     {"fail": {"malformed": true, "times": 1}, ...}     broken JSON body first
+    {"fail": {"body": {"error": "x"}, "times": 1}, ...}  this JSON body (status 200 unless given) first
     {"fail": {"reset": true, "times": 1}, ...}         connection dropped first
     {"fail": {"truncated": true, "times": 1}, ...}     body cut short of its Content-Length
     {"fail": {"hang": 30, "times": 1}, ...}            no reply for 30 s (then a 500)
@@ -35,6 +36,14 @@ prompt's text and of the answer (at least 1 each).
 code can be exercised offline; like chat requests, embedding requests and
 their headers are logged.
 
+Server-wide quirks, for the gateways and servers benchmax meets (defaults: none):
+``models`` are the ids ``GET /v1/models`` lists (``None``: no such route, as
+aiohttp answers unknown routes); ``models_status`` answers that route with this
+status and an HTML error page instead (404, 405, 501 as proxies and minimal
+servers do), after ``models_delay`` seconds (a route that hangs); ``fail_first``
+answers the first chat requests with these statuses (an HTML gateway page each:
+``(503,)`` is one transient outage blip).
+
 It runs on loopback in a thread of its own (``with ScriptedServer() as s``) or
 as a process: ``python -m benchmax.testing --port 8000``.
 """
@@ -48,7 +57,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -95,8 +104,16 @@ class ScriptedServer:
         token_ids: bool = False,
         keep_requests: int = 10_000,
         embedding_dims: int = 8,
+        models: Sequence[str] | None = ("scripted",),
+        models_status: int | None = None,
+        models_delay: float = 0.0,
+        fail_first: Sequence[int] = (),
     ) -> None:
         self.policy = policy or echo_policy
+        self.models = tuple(models) if models is not None else None
+        self.models_status = models_status
+        self.models_delay = models_delay
+        self.fail_first = tuple(fail_first)
         self.host = host
         self.port = port
         self.token_ids = token_ids
@@ -118,7 +135,8 @@ class ScriptedServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
+        if self.models is not None:
+            app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
         return app
 
@@ -168,7 +186,13 @@ class ScriptedServer:
             loop.close()
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+        self.counts["models"] += 1
+        if self.models_delay:
+            await asyncio.sleep(self.models_delay)
+        if self.models_status is not None:
+            return _html_error(self.models_status)
+        assert self.models is not None
+        return web.json_response({"object": "list", "data": [{"id": name, "object": "model"} for name in self.models]})
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         try:
@@ -202,6 +226,10 @@ class ScriptedServer:
         if len(self.requests) < self.keep_requests:
             self.requests.append(body)
             self.headers.append(dict(request.headers))
+        if self.counts["requests"] <= len(self.fail_first):
+            status = self.fail_first[self.counts["requests"] - 1]
+            self.counts[f"status_{status}"] += 1
+            return _html_error(status)
         messages = body.get("messages") or []
         turn = sum(1 for message in messages if message.get("role") == "assistant")
         script = find_script(messages)
@@ -237,6 +265,9 @@ class ScriptedServer:
         return web.Response(body=self._completion(body, step), content_type="application/json")
 
     async def _fault(self, request: web.Request, fail: Mapping[str, Any]) -> web.StreamResponse:
+        if "body" in fail:
+            self.counts["fault_bodies"] += 1
+            return web.json_response(fail["body"], status=int(fail.get("status", 200)))
         if fail.get("malformed"):
             self.counts["malformed"] += 1
             return web.Response(body=b'{"choices": [', content_type="application/json")
@@ -321,6 +352,29 @@ async def _truncated(request: web.Request) -> web.StreamResponse:
     return response
 
 
+def _html_error(status: int) -> web.Response:
+    """An error page as nginx and most proxies send it: HTML, many lines, no JSON."""
+    title = f"{status} {_REASONS.get(status, 'Error')}"
+    page = (
+        "<!DOCTYPE html>\n<html>\n<head><title>" + title + "</title></head>\n<body>\n"
+        "<center><h1>" + title + "</h1></center>\n<hr><center>nginx/1.25.3</center>\n"
+        + "<!-- a padding comment, as error pages carry -->\n" * 20
+        + "</body>\n</html>\n"
+    )
+    return web.Response(status=status, text=page, content_type="text/html")
+
+
+_REASONS = {
+    404: "Not Found",
+    405: "Not Allowed",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Temporarily Unavailable",
+    504: "Gateway Time-out",
+}
+
+
 def _error(
     status: int, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
@@ -335,8 +389,19 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--token-ids", action="store_true")
+    parser.add_argument("--model", action="append", help="an id GET /v1/models lists (repeat for several)")
+    parser.add_argument("--no-models", action="store_true", help="serve no GET /v1/models route")
+    parser.add_argument("--models-status", type=int, help="answer GET /v1/models with this status and an HTML page")
+    parser.add_argument("--fail-first", type=int, action="append", default=[], help="answer a first chat request so")
     args = parser.parse_args()
-    server = ScriptedServer(host=args.host, port=args.port, token_ids=args.token_ids)
+    server = ScriptedServer(
+        host=args.host,
+        port=args.port,
+        token_ids=args.token_ids,
+        models=None if args.no_models else (args.model or ("scripted",)),
+        models_status=args.models_status,
+        fail_first=args.fail_first,
+    )
     web.run_app(server.app(), host=args.host, port=args.port, access_log=None, print=None)
 
 
