@@ -130,7 +130,7 @@ async def test_the_default_run_group_runs_every_sibling_and_keys_outcomes_by_id(
         ([], "needs at least one request"),
         (
             [RolloutRequest("a", EXAMPLE, "m", "u"), RolloutRequest("a", EXAMPLE, "m", "u")],
-            "duplicate rollout ids",
+            "duplicate rollout IDs",
         ),
         (
             [

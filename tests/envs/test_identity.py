@@ -49,9 +49,10 @@ def test_floats_and_tuples_are_normalised_to_what_javascript_sees() -> None:
     [
         ({"s": "\ud800"}, "valid UTF-8"),
         ({"n": 2**53}, "safe range"),
-        ({"n": [float("nan")]}, "finite"),
+        ({"n": [float("nan")]}, "non-finite"),
         ({1: "x"}, "must be strings"),
         ({"x": {1, 2}}, "not a JSON value"),
+        ({"x": b"bytes"}, "not JSON-canonicalizable"),
     ],
 )
 def test_a_value_without_an_id_is_refused_with_the_reason(value: Any, message: str) -> None:

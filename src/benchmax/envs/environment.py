@@ -101,7 +101,7 @@ def check_group(requests: Sequence[RolloutRequest[Any]]) -> None:
         raise ValueError("a rollout group needs at least one request")
     ids = [request.rollout_id for request in requests]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"a rollout group has duplicate rollout ids: {sorted(ids)}")
+        raise ValueError(f"a rollout group has duplicate rollout IDs: {sorted(ids)}")
     examples = {request.example.id for request in requests}
     if len(examples) != 1:
         raise ValueError(f"a rollout group must target one example, got {sorted(examples)}")

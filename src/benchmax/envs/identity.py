@@ -104,7 +104,7 @@ def _normalise(value: Any) -> tuple[Any, bool]:
         return value, False
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"{value} is not a finite number and cannot be used for identity")
+            raise ValueError(f"{value} is a non-finite number and cannot be used for identity")
         if value == 0:
             return 0, False
         if value.is_integer():
@@ -127,4 +127,6 @@ def _normalise(value: Any) -> tuple[Any, bool]:
             items.append(normalised)
             floats = floats or has
         return items, floats
-    raise ValueError(f"{type(value).__name__} is not a JSON value and cannot be used for identity")
+    raise ValueError(
+        f"{type(value).__name__} is not a JSON value (not JSON-canonicalizable) and cannot be used for identity"
+    )

@@ -334,7 +334,7 @@ tags. Cite your sources inline using [Source: <source_id>] next to each claim.
     ) -> None:
         if not judge_base_url or not judge_model:
             raise ValueError(
-                "RagEnv needs judge_base_url and judge_model (both non-empty); "
+                "RagEnv requires judge_base_url and judge_model (both non-empty); "
                 "declare the judge's credential with judge_auth"
             )
         if isinstance(max_search_calls, bool) or not isinstance(max_search_calls, int) or max_search_calls < 1:

@@ -34,6 +34,9 @@ from benchmax.rewards import (  # noqa: F401
     search_within_budget,
 )
 
+_extract_answer_block = extract_answer_block
+"""0.2.5's own tests import the extractor under this name (``extract_answer_block is _extract_answer_block``)."""
+
 __all__ = [
     "RagEnv",
     "RagSourceScores",
