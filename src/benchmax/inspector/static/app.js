@@ -76,6 +76,13 @@
   // "1 example", "2 examples": a count in words that agree with it
   const plural = (count, noun, many) => `${fmt(count)} ${count === 1 ? noun : many || `${noun}s`}`;
 
+  // An example id as a person reads it: its short id (a unique prefix, as git shows commits,
+  // computed by the server); links, titles and exports keep the full id.
+  const shortId = (row) => row.short_id || row.example_id;
+  // a group or rollout id spells its example's id inside ("eval/<id>#0"): shown with the short one
+  const shortened = (id, row) => (row.short_id && row.example_id && row.short_id !== row.example_id
+    ? String(id).split(row.example_id).join(row.short_id) : id);
+
   function badge(text, kind) {
     return h('span', { class: `badge ${kind || ''}`, text });
   }
@@ -550,7 +557,7 @@
     const rerender = (changes) => { setQuery({ ...params, ...changes }); render(); };
     const names = result.components.map((row) => row.component);
     const exampleTable = table([
-      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, h('span', { class: 'id', text: row.example_id }), ' ',
+      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, h('span', { class: 'id', text: shortId(row), title: row.example_id }), ' ',
         h('a', { href: link.run(a, `example=${enc(row.example_id)}`), text: 'A', class: 'mini' }), ' ',
         h('a', { href: link.run(b, `example=${enc(row.example_id)}`), text: 'B', class: 'mini' })) },
       { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
@@ -787,7 +794,7 @@
       const tstate = { sort: params.sort, desc: params.desc === '1' };
       const columns = [
         { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
-        { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: row.rollout_id, class: 'id' }) },
+        { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: shortened(row.rollout_id, row), title: row.rollout_id, class: 'id' }) },
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: `group · ${row.sample_index}`, class: 'mini', title: row.group_id }) },
         { label: 'reason', sort: 'termination_reason', render: (row) => reasonBadge(row.termination_reason, row.scored) },
         { label: 'reward', num: true, sort: 'reward', render: (row) => fmt(row.reward) },
@@ -843,7 +850,7 @@
       const search = h('input', { type: 'search', placeholder: 'example id…', value: state.q || '', 'aria-label': 'search examples', oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => update({ q: e.target.value, offset: '0' }), 300); } });
       const columns = [
         { label: '#', num: true, sort: 'idx', render: (row) => fmt(row.idx) },
-        { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
+        { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: shortId(row), title: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
         { label: 'prompt', render: (row) => h('span', { class: 'snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'rollouts', num: true, sort: 'rollouts', render: (row) => fmt(row.rollouts) },
         { label: 'passed', num: true, sort: 'passed', render: (row) => fmt(row.passed) },
@@ -864,8 +871,8 @@
       const page = await data.groups(run, params);
       const noSignal = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'no_signal', checked: state.no_signal === '1', onchange: (e) => update({ no_signal: e.target.checked ? '1' : '', offset: '0' }) }), ' only groups with no learning signal (all siblings tie)');
       const columns = [
-        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: row.group_id, class: 'id' }) },
-        { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: row.example_id }) },
+        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: shortened(row.group_id, row), title: row.group_id, class: 'id' }) },
+        { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: shortId(row), title: row.example_id }) },
         { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'size', num: true, sort: 'size', render: (row) => fmt(row.size) },
         { label: 'mean', num: true, sort: 'mean', render: (row) => fmt(row.mean) },
@@ -1120,7 +1127,7 @@
 
   async function groupView(r) {
     const group = await data.group(r.run, r.id);
-    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${group.group_id}`, null]);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${shortened(group.group_id, group)}`, null]);
     const names = Object.keys(group.components);
     const nav = h('div', { class: 'navrow' },
       group.prev ? h('a', { href: link.group(r.run, group.prev), class: 'button', text: '‹ previous group', rel: 'prev' }) : h('span', { class: 'button disabled', text: '‹ previous group' }),
@@ -1128,8 +1135,8 @@
     const example = group.example;
     const promptMessages = example && example.payload && Array.isArray(example.payload.prompt_messages) ? example.payload.prompt_messages : [];
     const head = h('section', { class: 'head' },
-      h('h1', {}, `group `, h('span', { class: 'id', text: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
-      h('p', { class: 'muted', text: `example ${group.example_id} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
+      h('h1', {}, `group `, h('span', { class: 'id', text: shortened(group.group_id, group), title: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
+      h('p', { class: 'muted', text: `example ${shortId(group)} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
     const stats = h('div', { class: 'cards' },
       statCard('group mean', fmt(group.mean), 'total reward'),
       statCard('group std', fmt(group.std), group.std > 0 ? 'advantage = (reward − mean) / std' : 'all siblings tie: advantages are 0'),
@@ -1166,7 +1173,7 @@
 
   async function rolloutView(r) {
     const rec = await data.rollout(r.run, r.id);
-    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [rec.rollout_id, null]);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [shortened(rec.rollout_id, rec), null]);
     const nav = rec.nav || {};
     const navLink = (id, label, rel) => (id ? h('a', { href: link.rollout(r.run, id), class: 'button', text: label, rel }) : h('span', { class: 'button disabled', text: label }));
     const exportable = { ...rec };
@@ -1182,8 +1189,8 @@
       navLink(nav.prev, '‹ prev in run'), navLink(nav.next, 'next in run ›'),
       h('span', { class: 'spacer' }), copyButton, download);
     const head = h('section', { class: 'head' },
-      h('h1', {}, h('span', { class: 'id', text: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
-      h('p', { class: 'muted', text: `example ${rec.example_id} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
+      h('h1', {}, h('span', { class: 'id', text: shortened(rec.rollout_id, rec), title: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
+      h('p', { class: 'muted', text: `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
     const names = Object.keys(rec.rewards);
     const advantageClass = rec.advantage > 0 ? 'up' : rec.advantage < 0 ? 'down' : 'muted';
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
@@ -1209,7 +1216,7 @@
       ], rec.turns) : null);
     const summary = h('div', { class: 'two-col' }, rewardCard, usageCard);
     const exampleCard = h('section', { class: 'card example-card' },
-      h('h3', {}, 'example ', h('a', { href: link.run(r.run, `example=${enc(rec.example_id)}`), class: 'id mini', text: rec.example_id })),
+      h('h3', {}, 'example ', h('a', { href: link.run(r.run, `example=${enc(rec.example_id)}`), class: 'id mini', text: shortId(rec), title: rec.example_id })),
       h('div', { class: 'label', text: 'fields the reward reads (example_args)' }), fieldsTable(rec.example_fields));
     const errorBox = rec.error ? h('div', { class: 'error-box', role: 'alert' }, h('strong', { text: `${rec.termination_reason}: ` }), longText(rec.error, 2000, 30)) : null;
     const body = transcript(rec);
