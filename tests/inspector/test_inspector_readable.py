@@ -207,3 +207,29 @@ def failed_example(rows: list[dict[str, Any]]) -> str:
 
 def ok_example(rows: list[dict[str, Any]]) -> str:
     return next(row["example_id"] for row in rows if row["termination_reason"] == "finished")
+
+
+def test_training_steps_are_numbered_as_the_terminal_numbers_them_and_lines_are_not_filled(
+    page: Any, tmp_path: Path
+) -> None:
+    from inspector_runs import write_training_run
+
+    write_training_run(tmp_path / "train")
+    served = _Server(tmp_path)
+    try:
+        _open(page, f"{served.base}/runs/train", "run")
+        rows = page.locator("table.grid tbody tr")
+        playwright_api.expect(rows).to_have_count(3)
+        # the terminal prints "step 1/3".."step 3/3"; each links to the rollouts it trained on (stored 0..2)
+        links = [rows.nth(index).locator("a").first for index in range(3)]
+        assert [link.inner_text() for link in links] == ["1", "2", "3"]
+        assert [link.get_attribute("href") for link in links] == [f"?tab=rollouts&step={n}" for n in range(3)]
+        fills = page.evaluate(
+            "() => [...document.querySelectorAll('svg.hist polyline')].map((line) => getComputedStyle(line).fill)"
+        )
+        assert fills and set(fills) == {"none"}
+        assert page.locator("svg.hist polygon.area").count() == len(fills)
+        assert "step 1" in page.locator(".tab-area figure.chart").first.inner_text()
+        assert not page.errors
+    finally:
+        served.stop()
