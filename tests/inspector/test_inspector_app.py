@@ -190,3 +190,27 @@ def test_a_training_run_serves_its_steps_and_each_steps_rollouts(tmp_path: Path)
 
 def test_an_eval_run_has_no_steps(client: TestClient) -> None:
     assert client.get("/api/runs/a/steps").json() == {"steps": []}
+
+
+def test_every_row_a_person_reads_carries_a_short_id_beside_its_full_example_id(client: TestClient) -> None:
+    """The short id is the run's unique prefix (``benchmax.store.short_ids``); the full id stays for links."""
+    from benchmax.store import RunQueries, is_digest
+
+    rows = _rows(client)["rows"]
+    first = rows[0]
+    assert is_digest(first["example_id"]) and len(first["example_id"]) == 64
+    with RunQueries(client.app.state.catalog.root / "a") as run:
+        expected = run.short_ids([row["example_id"] for row in rows])
+    pages = [
+        rows,
+        client.get("/api/runs/a/examples").json()["rows"],
+        client.get("/api/runs/a/groups").json()["rows"],
+        _rows(client, q="window.__xss")["rows"],
+        client.get("/api/compare", params={"a": "a", "b": "b"}).json()["examples"]["rows"],
+    ]
+    group = client.get(f"/api/runs/a/groups/{quote(first['group_id'], safe='')}").json()
+    rollout = client.get(f"/api/runs/a/rollouts/{quote(first['rollout_id'], safe='')}").json()
+    for row in [*(row for page in pages for row in page), group, *group["siblings"], rollout]:
+        assert row["short_id"] == expected[row["example_id"]]
+        assert 8 <= len(row["short_id"]) < len(row["example_id"]) and row["example_id"].startswith(row["short_id"])
+    assert len({row["short_id"] for row in client.get("/api/runs/a/examples").json()["rows"]}) == 5

@@ -82,16 +82,32 @@ class LiveProgress:
         self._progress.update(self._task, total=total_rollouts, completed=done_rollouts)
         if done_rollouts:
             self.console.print(f"resuming: {done_rollouts:,} of {plural(total_rollouts, 'rollout')} already stored")
+            self._seed(run_dir)
         self._started = time.perf_counter()
         self._live.update(self._render())
 
+    def _seed(self, run_dir: Path) -> None:
+        """Start a resumed run's means from the stored rollouts, as the summary table counts them."""
+        from benchmax.store import Run
+
+        try:
+            with Run(run_dir) as run:
+                components = run.stats(examples=0).components
+        except Exception:  # a store this version cannot read: the line counts this session only
+            return
+        for name, figures in components.items():
+            self._sums[name] = figures.mean * figures.count
+            self._counts[name] = figures.count
+
     def on_group(self, result: GroupResult) -> None:
+        emitted = {name for outcome in result.outcomes for name in outcome.rewards} | set(self._counts)
         for outcome in result.outcomes:
             self._tokens += outcome.usage.total_tokens
             if not outcome.scored:
                 self._failures[outcome.termination_reason] += 1
-            for name, value in outcome.rewards.items():
-                self._sums[name] += value
+            # a component a rollout lacks counts as 0, as the batch zero-fill stores it: one mean, the table's
+            for name in emitted:
+                self._sums[name] += outcome.rewards.get(name, 0.0)
                 self._counts[name] += 1
         self._done_here += len(result.outcomes)
         elapsed = time.perf_counter() - self._started

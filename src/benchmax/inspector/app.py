@@ -155,6 +155,10 @@ class _Api:
             changes = provenance_changes(left.meta().get("provenance"), right.meta().get("provenance"))
             provenance = [{"aspect": c.aspect, "warning": c.warning, "text": c.text} for c in changes]
             result = {**compare(left, right, **options), "a": a, "b": b, "provenance": redact(provenance)}
+            rows = result["examples"]["rows"]
+            short = left.short_ids([row["example_id"] for row in rows], among=[right])
+            for row in rows:
+                row["short_id"] = short[row["example_id"]]
             self._compared[key] = result
             while len(self._compared) > 32:
                 self._compared.popitem(last=False)

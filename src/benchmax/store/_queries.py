@@ -33,6 +33,7 @@ from benchmax.envs import tool_error_ids
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._advantage import group_spread
 from benchmax.store._excerpt import example_fields, prompt_excerpt, prompt_excerpts
+from benchmax.store._ids import short_ids
 
 SNIPPET_CHARS = 240
 _CACHED_PAGES = 256
@@ -301,6 +302,15 @@ class RunQueries:
             "status": _loads(status) if status else None,
         }
 
+    def short_ids(self, example_ids: Iterable[str], *, among: Sequence[RunQueries] = ()) -> dict[str, str]:
+        """``{full id: short id}`` (:func:`benchmax.store.short_ids`): rows carry both, the page shows the short one."""
+        return short_ids([self._conn(), *(other._conn() for other in among)], example_ids)
+
+    def _add_short_ids(self, records: Sequence[dict[str, Any]]) -> None:
+        short = self.short_ids([record["example_id"] for record in records])
+        for record in records:
+            record["short_id"] = short[record["example_id"]]
+
     def components(self) -> list[str]:
         return [row[0] for row in self._all("SELECT DISTINCT component FROM rewards ORDER BY 1")]
 
@@ -414,6 +424,7 @@ class RunQueries:
             records = self._rows_by_seq(seqs, snippet)
             rewards = self._rewards_by_seq(seqs)
             prompts = self._prompts(sorted({record["example_id"] for record in records}))
+            self._add_short_ids(records)
         for record in records:
             record["rewards"] = rewards.get(record["seq"], {})
             record["prompt"] = prompts.get(record["example_id"], "")
@@ -661,6 +672,7 @@ class RunQueries:
                     "prompt": prompts.get(example_id, ""),
                 }
             )
+        self._add_short_ids(records)
         return records
 
     def groups(
@@ -706,6 +718,7 @@ class RunQueries:
                 [*params, limit, offset],
             )
         records = [_group_row(row) for row in rows]
+        self._add_short_ids(records)
         prompts = self._prompts([record["example_id"] for record in records])
         for record in records:
             record["prompt"] = prompts.get(record["example_id"], "")
@@ -730,6 +743,7 @@ class RunQueries:
             (first, last),
         )
         siblings = [_rollout_row(item, 4000) for item in rows]
+        self._add_short_ids([group, *siblings])
         rewards = self._rewards_by_seq([sibling["seq"] for sibling in siblings])
         spread = group_spread([sibling["reward"] for sibling in siblings])
         mean, std = spread.mean, spread.std
@@ -799,6 +813,7 @@ class RunQueries:
         )  # fmt: skip
         record = dict(zip(names, row, strict=True))
         record["scored"] = bool(record["scored"])
+        self._add_short_ids([record])
         for name in ("messages", "turns", "sampling"):
             record[name] = _decode(record[name])
         record["messages"] = record["messages"] or []

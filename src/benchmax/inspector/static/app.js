@@ -76,6 +76,22 @@
   // "1 example", "2 examples": a count in words that agree with it
   const plural = (count, noun, many) => `${fmt(count)} ${count === 1 ? noun : many || `${noun}s`}`;
 
+  // An example id as a person reads it: its short id (a unique prefix, as git shows commits,
+  // computed by the server); links, titles and exports keep the full id.
+  const shortId = (row) => row.short_id || row.example_id;
+  // a group or rollout id spells its example's id inside ("eval/<id>#0"): shown with the short one
+  const shortened = (id, row) => (row.short_id && row.example_id && row.short_id !== row.example_id
+    ? String(id).split(row.example_id).join(row.short_id) : id);
+
+  // An env or model name ("examples/wordcount/env.py:WordCountEnv") may wrap after a '.', '/'
+  // or ':', never inside a word: the browser breaks at the <wbr> marks, and .env's
+  // overflow-wrap only cuts a single part wider than the whole column.
+  function nameNode(name, attrs) {
+    const text = name === null || name === undefined || name === '' ? '—' : String(name);
+    const parts = text.split(/(?<=[./:\\])/);
+    return h('span', { class: 'env', title: name ? text : null, ...attrs }, parts.map((part, i) => (i ? [h('wbr', {}), part] : part)));
+  }
+
   function badge(text, kind) {
     return h('span', { class: `badge ${kind || ''}`, text });
   }
@@ -340,17 +356,22 @@
 
   // Bars of a histogram. Heights are proportional to counts (a non-empty bar is at least 1.5
   // units tall, so it stays visible). When the values are few and discrete (the store sends
-  // one bar per value for <= 20 distinct values), each bar is labelled with its value below
-  // and its count above; otherwise the axis shows the range.
+  // one bar per value for <= 20 distinct values) and their labels fit, each bar is labelled
+  // with its value below and its count above; otherwise the axis shows the range.
   function histogram(title, bars, { onPick, unit } = {}) {
     const width = 260;
     const height = 84;
     const discrete = bars.length > 0 && bars.length <= 20 && bars.every((bar) => bar.low === bar.high);
-    const slanted = discrete && bars.length > 6;
-    const top = discrete ? 12 : 0;
-    const bottom = slanted ? 36 : 16;
-    const max = Math.max(1, ...bars.map((bar) => bar.count));
     const step = bars.length ? width / bars.length : width;
+    // each value is labelled only when every label fits under its own bar (a 9px digit is about
+    // 5.5 units wide); else the axis shows the first and last value, like a range's, and each
+    // bar's value is in its tooltip: slanted or crowded labels ran into each other
+    const widest = Math.max(0, ...bars.map((bar) => fmt(bar.low).length));
+    const labelled = discrete && widest * 5.5 <= step - 2;
+    const counted = discrete && String(Math.max(0, ...bars.map((bar) => bar.count))).length * 5 <= step - 1;
+    const top = counted ? 12 : 0;
+    const bottom = 16;
+    const max = Math.max(1, ...bars.map((bar) => bar.count));
     const chart = svg('svg', { viewBox: `0 0 ${width} ${top + height + bottom}`, class: 'hist', role: 'img', 'aria-label': title });
     bars.forEach((bar, i) => {
       const barHeight = bar.count ? Math.max(1.5, (bar.count / max) * height) : 0;
@@ -360,17 +381,12 @@
         svg('title', {}, `${label}${unit || ''}: ${fmt(bar.count)}`));
       if (onPick) rect.addEventListener('click', () => onPick(bar));
       chart.append(rect);
-      if (discrete) {
-        chart.append(svg('text', { x: middle, y: top + height - barHeight - 2, class: 'axis count', 'text-anchor': 'middle' }, fmt(bar.count)));
-        const y = top + height + 10;
-        chart.append(slanted
-          ? svg('text', { x: middle, y, class: 'axis value', 'text-anchor': 'end', transform: `rotate(-40 ${middle} ${y})` }, label)
-          : svg('text', { x: middle, y: y + 2, class: 'axis value', 'text-anchor': 'middle' }, label));
-      } else if (bars.length <= 6) {
-        chart.append(svg('text', { x: middle, y: top + height + 13, class: 'axis', 'text-anchor': 'middle' }, label));
-      }
+      if (counted) chart.append(svg('text', { x: middle, y: top + height - barHeight - 2, class: 'axis count', 'text-anchor': 'middle' }, fmt(bar.count)));
+      if (labelled) chart.append(svg('text', { x: middle, y: top + height + 12, class: 'axis value', 'text-anchor': 'middle' }, label));
     });
-    if (!discrete && bars.length > 6) {
+    // ranges: the axis shows where it starts and ends (each bar's own range is in its tooltip);
+    // a label per bar ("1.234 – 5.678") would overlap its neighbours
+    if (!labelled && bars.length) {
       chart.append(svg('text', { x: 0, y: top + height + 13, class: 'axis' }, fmt(bars[0].low)));
       chart.append(svg('text', { x: width, y: top + height + 13, class: 'axis', 'text-anchor': 'end' }, fmt(bars[bars.length - 1].high)));
     }
@@ -389,7 +405,12 @@
       const [y0, y1] = [Math.min(0, ...ys), Math.max(1e-9, ...ys)];
       const px = (x) => (x1 === x0 ? width / 2 : ((x - x0) / (x1 - x0)) * (width - 4) + 2);
       const py = (y) => height - ((y - y0) / (y1 - y0)) * (height - 4) - 2;
-      chart.append(svg('polyline', { points: kept.map(([x, y]) => `${px(x)},${py(y)}`).join(' '), fill: 'none', stroke: 'currentColor', 'stroke-width': 1.5, class: 'bar' }));
+      // the area under the line reaches down to the baseline (0, or the lowest value below it);
+      // the line itself is never filled (a filled polyline closes first-to-last)
+      const line = kept.map(([x, y]) => `${px(x)},${py(y)}`);
+      const base = py(Math.max(y0, 0));
+      chart.append(svg('polygon', { points: [`${px(kept[0][0])},${base}`, ...line, `${px(kept[kept.length - 1][0])},${base}`].join(' '), class: 'area' }));
+      chart.append(svg('polyline', { points: line.join(' '), class: 'line' }));
       for (const [x, y] of kept) chart.append(svg('circle', { cx: px(x), cy: py(y), r: 1.8, class: 'bar' }, svg('title', {}, `step ${x}: ${fmt(y)}`)));
       chart.append(svg('text', { x: 0, y: height + 13, class: 'axis' }, `step ${x0}`));
       chart.append(svg('text', { x: width, y: height + 13, class: 'axis', 'text-anchor': 'end' }, `step ${x1} · ${fmt(y0)}–${fmt(y1)}`));
@@ -470,8 +491,8 @@
         return box;
       } }]),
       { label: 'run', sort: 'run', render: (run) => h('span', { class: 'run-cell' }, h('a', { href: link.run(run.run_id), class: 'run-link', text: run.run_id }), rescoreNote(run.rescore)) },
-      { label: 'env', sort: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : h('span', { class: 'env', title: run.env || null, text: run.env || '—' }) },
-      { label: 'model', sort: 'model', render: (run) => h('span', { class: 'env', title: run.model || null, text: run.model || '—' }) },
+      { label: 'env', sort: 'env', render: (run) => run.error ? h('span', { class: 'bad', text: run.error }) : nameNode(run.env) },
+      { label: 'model', sort: 'model', render: (run) => nameNode(run.model) },
       { label: 'created', sort: 'created', num: true, render: (run) => date(run.created_at) },
       { label: 'status', sort: 'status', render: (run) => statusBadge(run.state) },
       { label: 'rollouts', sort: 'rollouts', num: true, render: (run) => fmt(run.rollouts) },
@@ -517,8 +538,8 @@
     const env = result.env || {};
     const swap = h('a', { href: link.compare(b, a), class: 'button', text: '⇄ swap A and B', title: `make ${b} the baseline` });
     const sides = h('div', { class: 'ab-line' },
-      h('span', { class: 'ab' }, h('strong', { text: 'A' }), ' (baseline): ', h('a', { href: link.run(a), class: 'id', dataset: { side: 'a' }, text: a }), env.a ? h('span', { class: 'muted', text: ` · ${env.a}` }) : null),
-      h('span', { class: 'ab' }, h('strong', { text: 'B' }), ': ', h('a', { href: link.run(b), class: 'id', dataset: { side: 'b' }, text: b }), env.b ? h('span', { class: 'muted', text: ` · ${env.b}` }) : null),
+      h('span', { class: 'ab' }, h('strong', { text: 'A' }), ' (baseline): ', h('a', { href: link.run(a), class: 'id', dataset: { side: 'a' }, text: a }), env.a ? h('span', { class: 'muted' }, ' · ', nameNode(env.a)) : null),
+      h('span', { class: 'ab' }, h('strong', { text: 'B' }), ': ', h('a', { href: link.run(b), class: 'id', dataset: { side: 'b' }, text: b }), env.b ? h('span', { class: 'muted' }, ' · ', nameNode(env.b)) : null),
       swap);
     const counts = `${plural(result.common, 'common example')} · ${fmt(result.only_a)} only in A · ${fmt(result.only_b)} only in B`;
     const warnings = [
@@ -540,17 +561,21 @@
       statCard(`A: ${a}`, pct(headline.a.pass_rate), `${plural(headline.a.rollouts, 'rollout')} · failures ${pct(headline.a.failure_rate)}`),
       statCard(`B: ${b}`, pct(headline.b.pass_rate), `${plural(headline.b.rollouts, 'rollout')} · failures ${pct(headline.b.failure_rate)}`),
       statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', counts));
+    // a component only one run emits has no delta: it is new in B, or gone from it
+    const onlyOne = Object.fromEntries(result.components.filter((row) => (row.a === null) !== (row.b === null))
+      .map((row) => [row.component, row.a === null ? badge('new', 'info') : badge('only in A', 'warn')]));
+    const componentDelta = (name, value) => (onlyOne[name] ? onlyOne[name].cloneNode(true) : deltaCell(value));
     const componentTable = table([
       { label: 'component', render: (row) => row.component },
       { label: 'A mean', num: true, render: (row) => fmt(row.a) },
       { label: 'B mean', num: true, render: (row) => fmt(row.b) },
-      { label: 'Δ', num: true, render: (row) => deltaCell(row.delta) },
+      { label: 'Δ', num: true, render: (row) => componentDelta(row.component, row.delta) },
     ], result.components);
     const state = { sort: params.sort, desc: params.desc === '1' };
     const rerender = (changes) => { setQuery({ ...params, ...changes }); render(); };
     const names = result.components.map((row) => row.component);
     const exampleTable = table([
-      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, h('span', { class: 'id', text: row.example_id }), ' ',
+      { label: 'example', sort: 'example_id', render: (row) => h('span', {}, h('span', { class: 'id', text: shortId(row), title: row.example_id }), ' ',
         h('a', { href: link.run(a, `example=${enc(row.example_id)}`), text: 'A', class: 'mini' }), ' ',
         h('a', { href: link.run(b, `example=${enc(row.example_id)}`), text: 'B', class: 'mini' })) },
       { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
@@ -560,7 +585,7 @@
       { label: 'A pass', num: true, render: (row) => pct(row.a_pass) },
       { label: 'B pass', num: true, render: (row) => pct(row.b_pass) },
       { label: 'Δ pass', num: true, sort: 'pass_delta', render: (row) => deltaCell(row.pass_delta, points) },
-      ...(names.length > 1 ? names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => deltaCell(row.components[name]) })) : []),
+      ...(names.length > 1 ? names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => componentDelta(name, row.components[name]) })) : []),
     ], result.examples.rows, state, (key) => rerender({ sort: key, desc: state.sort === key && !state.desc ? '1' : state.sort === key ? '0' : '1', offset: '0' }));
     const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
     put(app, head, warnings, provenanceNote, heads,
@@ -604,7 +629,7 @@
       put(title, 
         h('h1', {}, run, ' ', statusBadge(overview.state)),
         h('p', { class: 'muted' }, [
-          `env ${meta.env_class || config.env || '—'}`, ` · model ${meta.model || config.model || '—'}`,
+          'env ', nameNode(meta.env_class || config.env), ' · model ', nameNode(meta.model || config.model),
           ` · created ${date(meta.created_at)}`,
           overview.rescore ? [' · ', rescoreNote(overview.rescore), overview.rescore.source_created_at ? ` (source created ${date(overview.rescore.source_created_at)})` : ''] : null,
           overview.started_at && overview.ended_at ? ` · wall ${secs(overview.ended_at - overview.started_at)}` : dist && dist.first_started_at && dist.last_ended_at ? ` · wall ${secs(dist.last_ended_at - dist.first_started_at)}` : '',
@@ -787,7 +812,7 @@
       const tstate = { sort: params.sort, desc: params.desc === '1' };
       const columns = [
         { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
-        { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: row.rollout_id, class: 'id' }) },
+        { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: shortened(row.rollout_id, row), title: row.rollout_id, class: 'id' }) },
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: `group · ${row.sample_index}`, class: 'mini', title: row.group_id }) },
         { label: 'reason', sort: 'termination_reason', render: (row) => reasonBadge(row.termination_reason, row.scored) },
         { label: 'reward', num: true, sort: 'reward', render: (row) => fmt(row.reward) },
@@ -809,7 +834,9 @@
     async function trainingTab() {
       // a training run's steps: rewards per component, dead groups, IS ratio, KL; each step links to its rollouts
       const body = await data.steps(run);
-      const steps = body.steps || [];
+      // a step is numbered as the terminal and metrics.jsonl number it: the trainer's update count
+      // (1..N); the rollouts it trained on are stored under the generation step before it (0..N-1)
+      const steps = (body.steps || []).map((row) => ({ ...row, shown: typeof row.metrics.trainer_step === 'number' ? row.metrics.trainer_step : row.step + 1 }));
       if (!steps.length) return h('p', { class: 'muted', text: 'No training step recorded yet.' });
       const names = Object.keys(overview.components);
       const value = (row, key) => (typeof row.metrics[key] === 'number' ? row.metrics[key] : null);
@@ -817,11 +844,11 @@
         ...names.map((name) => ({ label: name, key: `generated/${name}` })),
         { label: 'dead-group share', key: 'groups/dead_share' },
       ];
-      const charts = h('div', { class: 'charts' }, series.map((item) => lineChart(item.label, steps.map((row) => [row.step, value(row, item.key)]))));
+      const charts = h('div', { class: 'charts' }, series.map((item) => lineChart(item.label, steps.map((row) => [row.shown, value(row, item.key)]))));
       const ratio = (row) => (value(row, 'is_ratio/mean') === null ? '—' : `${fmt(value(row, 'is_ratio/mean'))} (${fmt(value(row, 'is_ratio/min'))}–${fmt(value(row, 'is_ratio/max'))})`);
       const kl = (row) => (value(row, 'kl') !== null ? value(row, 'kl') : value(row, 'kl/sampler'));
       const columns = [
-        { label: 'step', num: true, render: (row) => h('a', { href: `?tab=rollouts&step=${row.step}`, text: fmt(row.step), title: 'this step\u2019s rollouts',
+        { label: 'step', num: true, render: (row) => h('a', { href: `?tab=rollouts&step=${row.step}`, text: fmt(row.shown), title: `the rollouts this step trained on (generation step ${row.step})`,
           onclick: (event) => { event.preventDefault(); update({ tab: 'rollouts', step: String(row.step), offset: '0' }); } }) },
         { label: 'reward (trained)', num: true, render: (row) => fmt(value(row, 'reward')) },
         ...names.map((name) => ({ label: name, num: true, title: 'mean over every rollout the step generated', render: (row) => fmt(value(row, `generated/${name}`)) })),
@@ -843,7 +870,7 @@
       const search = h('input', { type: 'search', placeholder: 'example id…', value: state.q || '', 'aria-label': 'search examples', oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => update({ q: e.target.value, offset: '0' }), 300); } });
       const columns = [
         { label: '#', num: true, sort: 'idx', render: (row) => fmt(row.idx) },
-        { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
+        { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: shortId(row), title: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
         { label: 'prompt', render: (row) => h('span', { class: 'snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'rollouts', num: true, sort: 'rollouts', render: (row) => fmt(row.rollouts) },
         { label: 'passed', num: true, sort: 'passed', render: (row) => fmt(row.passed) },
@@ -864,8 +891,8 @@
       const page = await data.groups(run, params);
       const noSignal = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'no_signal', checked: state.no_signal === '1', onchange: (e) => update({ no_signal: e.target.checked ? '1' : '', offset: '0' }) }), ' only groups with no learning signal (all siblings tie)');
       const columns = [
-        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: row.group_id, class: 'id' }) },
-        { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: row.example_id }) },
+        { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: shortened(row.group_id, row), title: row.group_id, class: 'id' }) },
+        { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: shortId(row), title: row.example_id }) },
         { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'size', num: true, sort: 'size', render: (row) => fmt(row.size) },
         { label: 'mean', num: true, sort: 'mean', render: (row) => fmt(row.mean) },
@@ -931,7 +958,8 @@
         h('span', { class: 'muted', text: offset }),
         h('span', { class: 'logger', text: log.logger }),
         log.file ? h('span', { class: 'where', text: `${log.file}:${log.line}` }) : null,
-        h('span', { class: 'muted', text: `turn ${log.turn} · ${log.phase}` })),
+        // a group hook's records belong to no rollout, so to no turn: only their phase is shown
+        h('span', { class: 'muted', text: log.rollout_id ? `turn ${log.turn} · ${log.phase}` : log.phase })),
       longText(log.message, 2000, 30),
       log.traceback ? h('details', { class: 'tb' }, h('summary', { text: 'traceback' }), h('pre', { class: 'text', text: log.traceback })) : null);
   }
@@ -1120,7 +1148,7 @@
 
   async function groupView(r) {
     const group = await data.group(r.run, r.id);
-    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${group.group_id}`, null]);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${shortened(group.group_id, group)}`, null]);
     const names = Object.keys(group.components);
     const nav = h('div', { class: 'navrow' },
       group.prev ? h('a', { href: link.group(r.run, group.prev), class: 'button', text: '‹ previous group', rel: 'prev' }) : h('span', { class: 'button disabled', text: '‹ previous group' }),
@@ -1128,8 +1156,8 @@
     const example = group.example;
     const promptMessages = example && example.payload && Array.isArray(example.payload.prompt_messages) ? example.payload.prompt_messages : [];
     const head = h('section', { class: 'head' },
-      h('h1', {}, `group `, h('span', { class: 'id', text: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
-      h('p', { class: 'muted', text: `example ${group.example_id} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
+      h('h1', {}, `group `, h('span', { class: 'id', text: shortened(group.group_id, group), title: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
+      h('p', { class: 'muted', text: `example ${shortId(group)} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
     const stats = h('div', { class: 'cards' },
       statCard('group mean', fmt(group.mean), 'total reward'),
       statCard('group std', fmt(group.std), group.std > 0 ? 'advantage = (reward − mean) / std' : 'all siblings tie: advantages are 0'),
@@ -1149,7 +1177,8 @@
         h('table', { class: 'mini-grid' }, h('tbody', {}, names.map((name) => h('tr', {}, h('td', { text: name }), h('td', { class: 'num' }, componentCell(s.rewards[name])))))),
         h('div', { class: 'muted small', text: `${plural(s.num_turns, 'turn')} · ${plural(s.num_tool_calls, 'tool call')} · ${plural(s.completion_tokens, 'token')} · ${secs(s.seconds)}` }),
         s.error ? h('div', { class: 'error-box small', text: s.error }) : null,
-        h('div', { class: 'label', text: 'final answer' }), longText(s.final_text, 600, 12),
+        s.final_text ? [h('div', { class: 'label', text: 'final answer' }), longText(s.final_text, 600, 12)]
+          : s.error ? null : h('div', { class: 'muted small', text: 'no final answer' }),
         h('a', { href: link.rollout(r.run, s.rollout_id), class: 'button small', text: 'open rollout ›' }));
     }));
     put(app, head, nav, stats, promptCard, h('h2', { text: 'Siblings' }), h('div', { class: 'scroll-x' }, grid),
@@ -1166,7 +1195,7 @@
 
   async function rolloutView(r) {
     const rec = await data.rollout(r.run, r.id);
-    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [rec.rollout_id, null]);
+    crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [shortened(rec.rollout_id, rec), null]);
     const nav = rec.nav || {};
     const navLink = (id, label, rel) => (id ? h('a', { href: link.rollout(r.run, id), class: 'button', text: label, rel }) : h('span', { class: 'button disabled', text: label }));
     const exportable = { ...rec };
@@ -1182,8 +1211,8 @@
       navLink(nav.prev, '‹ prev in run'), navLink(nav.next, 'next in run ›'),
       h('span', { class: 'spacer' }), copyButton, download);
     const head = h('section', { class: 'head' },
-      h('h1', {}, h('span', { class: 'id', text: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
-      h('p', { class: 'muted', text: `example ${rec.example_id} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
+      h('h1', {}, h('span', { class: 'id', text: shortened(rec.rollout_id, rec), title: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
+      h('p', { class: 'muted', text: `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
     const names = Object.keys(rec.rewards);
     const advantageClass = rec.advantage > 0 ? 'up' : rec.advantage < 0 ? 'down' : 'muted';
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
@@ -1209,7 +1238,7 @@
       ], rec.turns) : null);
     const summary = h('div', { class: 'two-col' }, rewardCard, usageCard);
     const exampleCard = h('section', { class: 'card example-card' },
-      h('h3', {}, 'example ', h('a', { href: link.run(r.run, `example=${enc(rec.example_id)}`), class: 'id mini', text: rec.example_id })),
+      h('h3', {}, 'example ', h('a', { href: link.run(r.run, `example=${enc(rec.example_id)}`), class: 'id mini', text: shortId(rec), title: rec.example_id })),
       h('div', { class: 'label', text: 'fields the reward reads (example_args)' }), fieldsTable(rec.example_fields));
     const errorBox = rec.error ? h('div', { class: 'error-box', role: 'alert' }, h('strong', { text: `${rec.termination_reason}: ` }), longText(rec.error, 2000, 30)) : null;
     const body = transcript(rec);
