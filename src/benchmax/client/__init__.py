@@ -36,11 +36,9 @@ from benchmax.client._calls import (
 )
 from benchmax.client._gate import (
     DEFAULT_MAX_OUTAGE,
-    ON_HOLD,
     EndpointGate,
     FailureKind,
     GateEvent,
-    HoldClock,
     Outage,
 )
 from benchmax.client._http import DEFAULT_CONNECT_TIMEOUT, ClientStats, HttpModelClient
@@ -51,6 +49,7 @@ from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, Pric
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._router import ReplicaRouter
 from benchmax.client._types import ChatResult, EndpointDown, ModelClient, ModelError
+from benchmax.envs import HoldClock
 
 __all__ = [
     "CACHE_FILE",
@@ -59,7 +58,6 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_OUTAGE",
     "DEFAULT_PRICES",
-    "ON_HOLD",
     "PRICES_ENV",
     "ROLES",
     "UNSEEDED",
