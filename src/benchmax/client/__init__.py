@@ -48,6 +48,7 @@ from benchmax.client._pool import ClientPool
 from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, PriceTable, PriceTableError
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._router import ReplicaRouter
+from benchmax.client._stats import PoolStats
 from benchmax.client._types import ChatResult, EndpointDown, ModelClient, ModelError
 from benchmax.envs import HoldClock
 
@@ -81,6 +82,7 @@ __all__ = [
     "ModelNotServed",
     "ModelPrice",
     "Outage",
+    "PoolStats",
     "PriceTable",
     "PriceTableError",
     "ReplicaRouter",
