@@ -36,11 +36,9 @@ from benchmax.client._calls import (
 )
 from benchmax.client._gate import (
     DEFAULT_MAX_OUTAGE,
-    ON_HOLD,
     EndpointGate,
     FailureKind,
     GateEvent,
-    HoldClock,
     Outage,
 )
 from benchmax.client._http import DEFAULT_CONNECT_TIMEOUT, ClientStats, HttpModelClient
@@ -50,7 +48,9 @@ from benchmax.client._pool import ClientPool
 from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, PriceTable, PriceTableError
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._router import ReplicaRouter
+from benchmax.client._stats import PoolStats
 from benchmax.client._types import ChatResult, EndpointDown, ModelClient, ModelError
+from benchmax.envs import HoldClock
 
 __all__ = [
     "CACHE_FILE",
@@ -59,7 +59,6 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_OUTAGE",
     "DEFAULT_PRICES",
-    "ON_HOLD",
     "PRICES_ENV",
     "ROLES",
     "UNSEEDED",
@@ -83,6 +82,7 @@ __all__ = [
     "ModelNotServed",
     "ModelPrice",
     "Outage",
+    "PoolStats",
     "PriceTable",
     "PriceTableError",
     "ReplicaRouter",

@@ -55,11 +55,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 from benchmax.client._types import EndpointDown
+from benchmax.envs import current_scope
 
 logger = logging.getLogger("benchmax.client")
 
@@ -72,18 +72,6 @@ Probe = Callable[[], Awaitable[bool]]
 
 _PROBED: frozenset[str] = frozenset({"dropped", "gateway", "timeout"})
 _ON_PROBATION: frozenset[str] = frozenset({"dropped", "gateway"})
-
-
-class HoldClock(Protocol):
-    """A caller's clock that stops while its requests wait for a down endpoint (the engine's rollout timeout)."""
-
-    def pause(self) -> None: ...
-
-    def resume(self) -> None: ...
-
-
-ON_HOLD: ContextVar[HoldClock | None] = ContextVar("benchmax_on_hold", default=None)
-"""The clock of the current task, paused while one of its requests waits at a gate."""
 
 
 class Unavailable(Exception):
@@ -211,7 +199,7 @@ class EndpointGate:
         self.waiting += 1
         if seen != outage.started_at:
             self._current = replace(outage, held=outage.held + 1)
-        clock = ON_HOLD.get()
+        clock = current_scope().hold
         if clock is not None:
             clock.pause()
         try:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, GateEvent, Outage
 from benchmax.client._http import ClientStats, HttpModelClient
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._router import ReplicaRouter
+from benchmax.client._stats import PoolStats
 from benchmax.client._types import ModelClient
 
 
@@ -146,29 +147,22 @@ class ClientPool:
 
     def stats(self) -> dict[str, Any]:
         """Requests, retries and failures summed over the pool, and per server under ``endpoints``."""
-        merged: dict[str, Any] = {"requests": 0, "retries": Counter(), "failures": Counter(), "resent": 0}
-        endpoints: dict[str, dict[str, Any]] = {}
+        return self.totals().to_json()
+
+    def totals(self) -> PoolStats:
+        """Requests, retries and failures summed over the pool; per server when there is more than one."""
+        parts: list[PoolStats] = []
+        endpoints: dict[str, PoolStats] = {}
         clients = [*self._http.values(), *(c for c in self._endpoints.values() if not isinstance(c, HttpModelClient))]
         for client in {id(client): client for client in clients}.values():
             stats = getattr(client, "stats", None)
             if isinstance(stats, ClientStats):
-                merged["requests"] += stats.requests
-                merged["retries"].update(stats.retries)
-                merged["failures"].update(stats.failures)
-                merged["resent"] += stats.resent
+                parts.append(PoolStats.of(stats))
                 if isinstance(client, HttpModelClient):
-                    endpoints[client.base_url] = stats.snapshot()
-        rerouted = 0
-        for router in self._routers.values():
-            merged["failures"].update(router.failures)
-            rerouted += router.rerouted
-        merged["retries"] = dict(merged["retries"])
-        merged["failures"] = dict(merged["failures"])
-        if rerouted:
-            merged["rerouted"] = rerouted
-        if len(endpoints) > 1:
-            merged["endpoints"] = endpoints
-        return merged
+                    endpoints[client.base_url] = parts[-1]
+        parts.extend(PoolStats(failures=router.failures, rerouted=router.rerouted) for router in self._routers.values())
+        merged = PoolStats.merge(parts)
+        return replace(merged, endpoints=endpoints if len(endpoints) > 1 else {})
 
     async def aclose(self) -> None:
         """Close every connection and stop every probe; gates and routers stay for another use."""

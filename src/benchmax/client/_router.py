@@ -28,9 +28,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from benchmax.auth import ModelAuth
-from benchmax.client._gate import ON_HOLD, GateEvent, Outage, Unavailable
+from benchmax.client._gate import GateEvent, Outage, Unavailable
 from benchmax.client._http import HttpModelClient
 from benchmax.client._types import ChatResult, EndpointDown
+from benchmax.envs import current_scope
 
 logger = logging.getLogger("benchmax.client")
 
@@ -161,7 +162,7 @@ class ReplicaRouter:
             gate.ensure_probing()
             gate.note_held()
         self.waiting += 1
-        clock = ON_HOLD.get()
+        clock = current_scope().hold
         if clock is not None:
             clock.pause()
         try:

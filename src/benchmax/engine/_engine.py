@@ -26,18 +26,17 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from benchmax.client import DEFAULT_MAX_OUTAGE as _DEFAULT_MAX_OUTAGE
-from benchmax.client import ON_HOLD, CallLog, ChatResult, ClientPool, ModelError, RetryPolicy, scoped_client
+from benchmax.client import CallLog, ChatResult, ClientPool, ModelError, RetryPolicy, scoped_client
 from benchmax.engine import _logs as logs
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
 from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
 from benchmax.envs import (
-    RUNNING_ENGINE,
     BaseEnv,
     BaseRollout,
     Environment,
@@ -52,10 +51,11 @@ from benchmax.envs import (
     TurnRecord,
     check_env_definition,
     check_group,
+    current_scope,
+    enter_scope,
     implements,
     settle_termination_reason,
 )
-from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
 
 logger = logging.getLogger("benchmax.engine")
 
@@ -306,13 +306,13 @@ class Engine:
             sink=logs.LogSink(max_records=self.config.max_log_records),
         )
         attempt_token = _CURRENT_ATTEMPT.set(attempt)
-        engine_token = RUNNING_ENGINE.set(self)
-        rollout_token = _CURRENT_ROLLOUT_ID.set(request.rollout_id)
-        with logs.capture(attempt.sink):
+        hold = _PausedDeadline() if self.config.rollout_timeout is not None else None
+        rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self)
+        with enter_scope(rollout), logs.capture(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
-                    if self.config.rollout_timeout is not None:
-                        ON_HOLD.set(_PausedDeadline(deadline))
+                    if hold is not None:
+                        hold.bind(deadline)
                     await body(attempt)
                     attempt.sink.phase = "context"
             except RolloutFailure as exc:
@@ -333,8 +333,6 @@ class Engine:
             except Exception as exc:
                 self._hook_failed(attempt, exc)
             finally:
-                _CURRENT_ROLLOUT_ID.reset(rollout_token)
-                RUNNING_ENGINE.reset(engine_token)
                 _CURRENT_ATTEMPT.reset(attempt_token)
             attempt.ended_at = time.time()
         return attempt
@@ -630,13 +628,19 @@ def _check_failure_rewards(raw: object, rollout_id: str, reason: str) -> None:
 class _PausedDeadline:
     """The rollout's deadline stops while its requests wait for a down endpoint, then goes on."""
 
-    def __init__(self, deadline: asyncio.Timeout) -> None:
-        self._deadline = deadline
+    def __init__(self) -> None:
+        self._deadline: asyncio.Timeout | None = None
         self._paused = 0
         self._left: float | None = None
 
+    def bind(self, deadline: asyncio.Timeout) -> None:
+        """The deadline exists only once the rollout's timeout is entered, inside the scope that carries this clock."""
+        self._deadline = deadline
+
     def pause(self) -> None:
         self._paused += 1
+        if self._deadline is None:
+            return
         when = self._deadline.when()
         if self._paused == 1 and when is not None and not self._deadline.expired():
             self._left = when - asyncio.get_running_loop().time()
@@ -644,6 +648,8 @@ class _PausedDeadline:
 
     def resume(self) -> None:
         self._paused -= 1
+        if self._deadline is None:
+            return
         if self._paused == 0 and self._left is not None and not self._deadline.expired():
             self._deadline.reschedule(asyncio.get_running_loop().time() + self._left)
             self._left = None

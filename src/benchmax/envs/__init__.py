@@ -34,7 +34,8 @@ from benchmax.envs._messages import (
 from benchmax.envs._packages import ENTRY_POINT_GROUP, InstalledEnv, installed_envs
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
 from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
-from benchmax.envs._runtime import RUNNING_ENGINE, register_engine
+from benchmax.envs._runtime import register_engine
+from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
 from benchmax.envs._termination import (
     SCORABLE_REASONS,
     TerminationReason,
@@ -80,7 +81,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MAX_REWARD_COMPONENTS",
     "MAX_REWARD_NAME_CHARS",
-    "RUNNING_ENGINE",
     "SCORABLE_REASONS",
     "SPLITS",
     "BaseEnv",
@@ -96,6 +96,7 @@ __all__ = [
     "Example",
     "ExampleStream",
     "HFDataset",
+    "HoldClock",
     "InjectedAuth",
     "InstalledEnv",
     "JsonRow",
@@ -113,6 +114,7 @@ __all__ = [
     "RolloutFailure",
     "RolloutOutcome",
     "RolloutRequest",
+    "RolloutScope",
     "SamplingParams",
     "StaticBearerAuth",
     "TerminationReason",
@@ -131,9 +133,12 @@ __all__ = [
     "collector_paused",
     "completion_text",
     "content_text",
+    "current_scope",
     "data_directories",
     "data_directory",
+    "enter_scope",
     "example_location",
+    "group_scope",
     "implements",
     "installed_envs",
     "is_content_part",
@@ -147,6 +152,7 @@ __all__ = [
     "register_engine",
     "resolve_dataset_path",
     "resolve_under",
+    "rollout_scope",
     "settle_termination_reason",
     "to_example",
     "tool_error_ids",

@@ -12,8 +12,9 @@ without the engine, its HTTP client or aiohttp.
 from __future__ import annotations
 
 import importlib
-from contextvars import ContextVar
 from typing import Any, Protocol
+
+from benchmax.envs._scope import current_scope
 
 ENGINE_MODULE = "benchmax.engine"
 
@@ -24,9 +25,6 @@ class EngineFactory(Protocol):
 
 _factory: EngineFactory | None = None
 _ATTRIBUTE = "_benchmax_engine"
-RUNNING_ENGINE: ContextVar[Any] = ContextVar("benchmax_running_engine", default=None)
-"""The engine running the current rollout: an env's ``run_rollout`` override that calls
-``super().run_rollout`` runs the standard loop on that engine (its pool, limits and logs)."""
 
 
 def register_engine(factory: EngineFactory) -> None:
@@ -41,7 +39,7 @@ def engine_for(env: Any) -> Any:
     The default engine is created on first use and kept on the env, so its HTTP
     connections are reused; ``BaseEnv.aclose`` closes it.
     """
-    running = RUNNING_ENGINE.get()
+    running = current_scope().engine
     if running is not None and running.env is env:
         return running
     engine = env.__dict__.get(_ATTRIBUTE)

@@ -12,32 +12,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+
+from benchmax.envs._scope import CURRENT_GROUP_RIDS as _CURRENT_GROUP_RIDS
+from benchmax.envs._scope import CURRENT_ROLLOUT_ID as _CURRENT_ROLLOUT_ID
+from benchmax.envs._scope import group_scope, rollout_scope
 
 __all__ = ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "attach_to_root", "group_context", "rollout_context"]
-
-_CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollout_id", default=None)
-_CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar("benchmax_capture_group_rids", default=None)
 
 
 @contextmanager
 def rollout_context(rollout_id: str) -> Iterator[None]:
-    """Attribute the records logged inside to one rollout."""
-    token = _CURRENT_ROLLOUT_ID.set(str(rollout_id))
-    try:
+    """Attribute the records logged inside to one rollout (0.2.x's name for :func:`benchmax.envs.rollout_scope`)."""
+    with rollout_scope(rollout_id):
         yield
-    finally:
-        _CURRENT_ROLLOUT_ID.reset(token)
 
 
 @contextmanager
 def group_context(rollout_ids: Iterable[str]) -> Iterator[None]:
-    """Attribute the records logged inside to a group of rollouts."""
-    token = _CURRENT_GROUP_RIDS.set(tuple(str(rollout_id) for rollout_id in rollout_ids))
-    try:
+    """Attribute the records logged inside to a group of rollouts (0.2.x for :func:`benchmax.envs.group_scope`)."""
+    with group_scope(rollout_ids):
         yield
-    finally:
-        _CURRENT_GROUP_RIDS.reset(token)
 
 
 def attach_to_root(handler: logging.Handler, level: int = logging.INFO) -> None:

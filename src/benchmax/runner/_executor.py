@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from benchmax.client import CacheSettings, CallLedger, ClientPool, PriceTable
+from benchmax.client import CacheSettings, CallLedger, ClientPool, PoolStats, PriceTable
 from benchmax.engine import Engine, EngineConfig, GroupResult
 from benchmax.envs import Environment, RolloutFailure, RolloutOutcome, RolloutRequest, TerminationReason, implements
 
@@ -71,7 +71,11 @@ class LocalExecutor:
 
     def stats(self) -> dict[str, Any]:
         """The clients' counters, and every model call so far under ``calls`` (per role and model)."""
-        return {**self.engine.clients.stats(), "calls": [figures.to_dict() for figures in self.ledger.totals()]}
+        return self.totals().to_json()
+
+    def totals(self) -> PoolStats:
+        """The clients' counters with every model call so far: what a Ray actor sends back to the driver."""
+        return replace(self.engine.clients.totals(), calls=self.ledger.totals())
 
     async def aclose(self) -> None:
         try:

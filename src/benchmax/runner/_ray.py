@@ -44,12 +44,11 @@ except ImportError as exc:  # pragma: no cover - exercised only where Ray is abs
 
 from benchmax.client import (
     CacheSettings,
-    CallFigures,
     EndpointDown,
     GateEvent,
     Outage,
+    PoolStats,
     PriceTable,
-    merge_figures,
 )
 from benchmax.engine import EngineConfig, GroupResult
 from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
@@ -114,14 +113,14 @@ class _Worker:
         await self._executor.start()
         return {"node": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
-    async def run_group(self, requests: list[RolloutRequest]) -> tuple[GroupResult | None, dict[str, Any], str]:
+    async def run_group(self, requests: list[RolloutRequest]) -> tuple[GroupResult | None, PoolStats, str]:
         """The group's result and this actor's client counters; no result, and why, when an outage
         failed requests while the group ran (what it holds is not a result to store)."""
         assert self._executor is not None, "start() must run before run_group()"
         self._endpoints.update(request.base_url for request in requests)
         before = self._endpoint_down()
         result = await self._executor.run_group(requests)
-        stats = self._executor.stats()
+        stats = self._executor.totals()
         if self._endpoint_down() > before:
             return None, stats, self._last_failure or "the model endpoint is down past the outage budget"
         return result, stats, ""
@@ -150,7 +149,7 @@ class _Worker:
 
     def _endpoint_down(self) -> int:
         assert self._executor is not None
-        return int(self._executor.stats()["failures"].get("endpoint_down", 0))
+        return int(self._executor.totals().failures.get("endpoint_down", 0))
 
     async def aclose(self) -> None:
         if self._executor is not None:
@@ -172,7 +171,7 @@ class _Handle:
     in_flight: int = 0
     reserved: bool = False
     """Held for a group's last try: no new groups, and that group starts once the others drain."""
-    client_stats: dict[str, Any] = field(default_factory=dict)
+    client_stats: PoolStats = field(default_factory=PoolStats)
 
 
 class _MergedOutages:
@@ -400,20 +399,8 @@ class RayExecutor:
 
     def stats(self) -> dict[str, Any]:
         """Model-client counters summed over every actor, plus the pool's own."""
-        merged: dict[str, Any] = {"requests": 0, "retries": {}, "failures": {}, "resent": 0}
-        endpoints: dict[str, dict[str, Any]] = {}
-        calls: list[tuple[CallFigures, ...]] = []
-        for handle in [*self._workers, *self._retired]:
-            stats = handle.client_stats
-            _add_counts(merged, stats)
-            calls.append(tuple(CallFigures.from_dict(item) for item in stats.get("calls") or ()))
-            if stats.get("rerouted"):
-                merged["rerouted"] = merged.get("rerouted", 0) + stats["rerouted"]
-            for url, figures in stats.get("endpoints", {}).items():
-                _add_counts(endpoints.setdefault(url, {"retries": {}, "failures": {}}), figures)
-        if endpoints:
-            merged["endpoints"] = endpoints
-        merged["calls"] = [figures.to_dict() for figures in merge_figures(*calls)]
+        handles = [*self._workers, *self._retired]
+        merged = PoolStats.merge([PoolStats(calls=()), *(handle.client_stats for handle in handles)]).to_json()
         merged["ray"] = {
             "workers": len(self._workers),
             "workers_started": self._spawned,
@@ -571,14 +558,6 @@ class RayExecutor:
             if current is not None:
                 self._starting.discard(current)
             await self._pool_changed()
-
-
-def _add_counts(into: dict[str, Any], stats: dict[str, Any]) -> None:
-    into["requests"] = into.get("requests", 0) + stats.get("requests", 0)
-    into["resent"] = into.get("resent", 0) + stats.get("resent", 0)
-    for key in ("retries", "failures"):
-        for cause, count in stats.get(key, {}).items():
-            into[key][cause] = into[key].get(cause, 0) + count
 
 
 def _warn_if_loopback(base_url: str) -> None:
