@@ -90,7 +90,9 @@ async def scale_by_diversity(
 ) -> tuple[list[dict[str, float]], ClusterResult]:
     """Each reward dict with every component divided by its text's cluster size, and the clustering."""
     if len(rewards) != len(texts):
-        raise ValueError(f"rewards and texts must be the same length: got {len(rewards)} reward dicts for {len(texts)} texts")
+        raise ValueError(
+            f"rewards and texts must be the same length: got {len(rewards)} reward dicts for {len(texts)} texts"
+        )
     clusters = await cluster_texts(texts, config, context=context)
     scaled = [
         {key: value / divisor for key, value in reward.items()}
