@@ -16,11 +16,12 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "benchmax"
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
-    "auth": {"errors"},
+    "aio": set(),
+    "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
     "envs.harbor": {"envs", "sandbox", "auth", "errors"},
     "client": {"envs", "auth", "errors"},
-    "sandbox": {"envs", "errors"},
+    "sandbox": {"envs", "aio", "errors"},
     "testing": {"envs", "errors"},
     "rewards": {"envs", "client", "sandbox", "auth", "errors"},
     "tools": {"envs", "errors"},
@@ -30,10 +31,10 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"envs", "client", "auth", "errors"},
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
-    "runner": {"envs", "client", "engine", "store", "local", "auth", "errors"},
+    "runner": {"envs", "client", "engine", "store", "local", "auth", "aio", "errors"},
     "inspector": {"store", "auth", "errors"},
     "serve": {"envs", "inspector", "errors"},
-    "train": {"runner", "engine", "client", "envs", "local", "auth", "errors"},
+    "train": {"runner", "engine", "client", "envs", "local", "auth", "aio", "errors"},
     "cli": {
         "runner",
         "store",

@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
+from benchmax.aio import LoopThread
 from benchmax.engine import Engine, GroupResult
 from benchmax.envs import (
     DatasetSplit,
@@ -46,30 +46,6 @@ T = TypeVar("T")
 
 class TokenMismatch(ValueError):
     """A turn's prompt does not extend the previous turn's tokens."""
-
-
-class EventLoopThread:
-    """One event loop on a daemon thread, so a synchronous trainer can drive the engine.
-
-    The loop lives across steps: model clients, the policy's batcher and env
-    resources keep their loop for the whole run, and async generation runs on it
-    while the trainer's thread computes a step.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="benchmax-train-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coroutine: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +115,7 @@ class RolloutBridge:
     model: str = "policy"
     sampling: SamplingParams = field(default_factory=SamplingParams)
     session: RunSession | None = None
-    loop: EventLoopThread | None = None
+    loop: LoopThread | None = None
     policy: Any = None
     first_batch: int = 0
     example_index: Mapping[str, int] = field(default_factory=dict)
@@ -202,7 +178,7 @@ class RolloutBridge:
         steps trained, from weights at most ``async_steps`` steps older.
         """
         if self.loop is None:
-            self.loop = EventLoopThread()
+            self.loop = LoopThread(name="benchmax-train-loop")
         if self._pipeline is None:
             self._pipeline = StepPipeline(self, groups, group_size, first_step=step, last_step=last_step)
         batch = self.loop.run(self._pipeline.take(step))
@@ -367,7 +343,7 @@ class RolloutBridge:
         self._batch += 1
         batch = self._batch
         if self.loop is None:
-            self.loop = EventLoopThread()
+            self.loop = LoopThread(name="benchmax-train-loop")
         results = self.loop.run(self._run_groups(groups))
         pairs = [
             (outcome, group.example)

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from benchmax.aio import LoopThread
 from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, data_directories, open_examples
 from benchmax.errors import BenchmaxError
@@ -34,7 +35,7 @@ from benchmax.train._plot import component_curves, reward_curve
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
 from benchmax.train._report import StepReport, step_report
 from benchmax.train._rewards import component_reward
-from benchmax.train._rollouts import EventLoopThread, RolloutBridge
+from benchmax.train._rollouts import RolloutBridge
 from benchmax.train._vllm import VLLM_MODES, vllm_policy
 
 logger = logging.getLogger("benchmax.train")
@@ -179,7 +180,7 @@ class TrainingSession:
     env: BaseEnv
     run_session: RunSession | None
     """The run the rollouts are written to (through it only)."""
-    loop: EventLoopThread
+    loop: LoopThread
     config: TrainConfig
     run_dir: Path
     components: tuple[str, ...]
@@ -344,7 +345,7 @@ def build(
 
         torch.set_num_threads(config.threads)
     run_dir = _run_dir(config)
-    loop = EventLoopThread()
+    loop = LoopThread(name="benchmax-train-loop")
     run_session = None
     policy = None
     try:
