@@ -49,7 +49,7 @@ from benchmax.envs import (
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
-from benchmax.store import RolloutScore, Run, ScoredGroup, decode_transcript
+from benchmax.store import SQL_PARAMETERS, RolloutScore, Run, ScoredGroup, chunks, decode_transcript
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
@@ -99,7 +99,7 @@ async def arescore(
         meta = old.meta
         config = RunConfig.from_meta(meta["config"])
         rollouts = len(old)
-        chunks = _chunks(old)
+        ranges = _group_ranges(old)
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
     workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
@@ -141,13 +141,13 @@ async def arescore(
                 # while the first chunks are scored: they read the source, not the copy
                 async with _adopting(session, source) as adopted:
                     if workers == 1:
-                        for chunk in chunks:
+                        for chunk in ranges:
                             groups, figures = await scorer.score(chunk)
                             spent.append(figures)
                             await adopted
                             await asyncio.to_thread(session.write_scores, groups)
                     else:
-                        await _in_workers(job, chunks, workers, session, spent, adopted)
+                        await _in_workers(job, ranges, workers, session, spent, adopted)
                 await asyncio.to_thread(session.close_batches)
             finally:
                 figures = merge_figures(*spent)
@@ -188,13 +188,10 @@ class _Job:
     auth: dict[str, ModelAuth] | None = None
 
 
-def _chunks(run: Run) -> list[tuple[int, int]]:
+def _group_ranges(run: Run) -> list[tuple[int, int]]:
     """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
     ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
-    return [
-        (ranges[start][0], ranges[min(start + _CHUNK_GROUPS, len(ranges)) - 1][1])
-        for start in range(0, len(ranges), _CHUNK_GROUPS)
-    ]
+    return [(part[0][0], part[-1][1]) for part in chunks(ranges, _CHUNK_GROUPS)]
 
 
 @asynccontextmanager
@@ -320,8 +317,7 @@ class _Scorer:
     def _examples(self, wanted: set[str]) -> dict[str, Example]:
         assert self.run is not None
         missing = sorted(wanted - self.examples.keys())
-        for start in range(0, len(missing), 500):
-            part = missing[start : start + 500]
+        for part in chunks(missing, SQL_PARAMETERS):
             for example_id, payload in self.run.sql(
                 f"SELECT example_id, payload FROM examples WHERE example_id IN ({','.join('?' * len(part))})", part
             ):
