@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "envs.harbor": {"envs", "sandbox", "auth", "errors"},
     "client": {"envs", "auth", "errors"},
     "sandbox": {"envs", "aio", "errors"},
-    "testing": {"envs", "errors"},
+    "testing": {"envs", "client", "errors"},
     "rewards": {"envs", "client", "sandbox", "auth", "errors"},
     "tools": {"envs", "errors"},
     "rag": {"envs", "rewards", "client", "auth", "errors"},
