@@ -167,10 +167,7 @@ class TrainResult:
 
 @dataclass
 class TrainingSession:
-    """A built but not yet started run: the trainer plus what it drives.
-
-    ``close()`` releases the env, engine, store and event loop.
-    """
+    """A built but not yet started run: the trainer plus what it drives; ``close()`` releases them all."""
 
     trainer: Any
     bridge: RolloutBridge
