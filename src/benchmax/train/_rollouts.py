@@ -34,7 +34,7 @@ from benchmax.envs import (
     SamplingParams,
     TerminationReason,
 )
-from benchmax.runner import GroupKey, RunSession, failed_group
+from benchmax.runner import GroupKey, RolloutSlots, RunSession, failed_group
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, zero_fill
 from benchmax.train._tokens import render_prompt
@@ -127,11 +127,14 @@ class RolloutBridge:
     max_refill: int | None = None
     """Extra groups a step may draw to replace dead ones (default: 2 x the step's groups)."""
     async_steps: int = 0
+    concurrency: int | None = None
+    """Rollouts in flight at once, the steps generated ahead included (``None``: a step's all at once)."""
     seed: int = 0
     before_step: Callable[[Any, int], None] | None = None
     history: dict[int, RolloutBatch] = field(default_factory=dict, repr=False)
     """Recent training batches by step (the trainer's callbacks read and drop them)."""
     _batch: int = field(default=-1, repr=False)
+    _slots: RolloutSlots | None = field(default=None, repr=False)
     _warned: set[str] = field(default_factory=set, repr=False)
     _pipeline: StepPipeline | None = field(default=None, repr=False)
     _sampler: ExampleSampler | None = field(default=None, repr=False)
@@ -420,9 +423,14 @@ class RolloutBridge:
             )
             for rollout_id in rollout_ids
         ]
+        if self._slots is None and self.concurrency is not None:
+            self._slots = RolloutSlots(self.concurrency)
         started = time.time()
         try:
-            return await self.engine.run_group(requests)
+            if self._slots is None:
+                return await self.engine.run_group(requests)
+            async with self._slots.hold(len(requests)):
+                return await self.engine.run_group(requests)
         except Exception as exc:
             logger.exception("rollout group for example %s failed", example.id)
             return failed_group(

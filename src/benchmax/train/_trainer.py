@@ -52,8 +52,8 @@ class TrainError(BenchmaxError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
-    """One GRPO run. ``weights`` maps reward components to weights; components not
-    named are found by a probe group before training and weighted 1.0."""
+    """One GRPO run. ``weights``: reward components' weights (the others, found by a probe group, weigh 1.0).
+    ``concurrency``: rollouts in flight, steps generated ahead included (``None``: a step's all at once)."""
 
     env: str = ""
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -86,6 +86,7 @@ class TrainConfig:
     vllm_url: str | None = None
     vllm_sampling: Mapping[str, Any] = field(default_factory=dict)
     """Extra vLLM sampling fields for every turn (``logit_bias``, ``repetition_penalty``...)."""
+    concurrency: int | None = None
     async_steps: int | None = None
     """Generate up to this many steps ahead of the trainer (0: synchronous). Rollouts are at
     most this many updates stale; the importance weights correct for it. ``None``: 1, or 0
@@ -105,8 +106,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise TrainError(f"group_size must be >= 2 for GRPO (advantages are group-relative), got {self.group_size}")
-        if self.prompts_per_step < 1 or self.max_steps < 1:
-            raise TrainError("prompts_per_step and max_steps must be >= 1")
+        if self.prompts_per_step < 1 or self.max_steps < 1 or (self.concurrency is not None and self.concurrency < 1):
+            raise TrainError("prompts_per_step, max_steps and concurrency must be >= 1")
         if not self.temperature > 0:
             raise TrainError(f"temperature must be > 0 to sample a group, got {self.temperature}")
         if self.vllm is not None and self.vllm not in VLLM_MODES:
@@ -387,6 +388,7 @@ def build(
             dead_groups=config.dead_groups,
             max_refill=config.max_refill,
             async_steps=config.async_steps,
+            concurrency=config.concurrency,
             seed=config.seed + first_batch,
         )
         components = _components(config, bridge, dataset)
