@@ -13,12 +13,9 @@ loaded on first use so that ``import benchmax.auth`` stays free of the SDK.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextvars
 import os
 import re
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import quote, unquote
 
+from benchmax.aio import block_on
 from benchmax.errors import BenchmaxError
 
 if TYPE_CHECKING:
@@ -254,33 +252,10 @@ def bind_model_auth(providers: Mapping[str, ModelAuth]) -> Iterator[None]:
 
 
 def _resolve_headers_sync(auth: ModelAuth, context: ModelRequestContext) -> Mapping[str, str]:
-    """Run ``auth.headers_for_request`` from synchronous code.
-
-    Inside a running event loop (a sync SDK client called from an async tool)
-    a nested loop is impossible, so the coroutine runs on a helper thread in a
-    copy of the caller's context, which keeps :func:`bind_model_auth` bindings
-    visible. Providers used this way must not rely on objects tied to the
-    caller's loop.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_resolve(auth, context))
-    snapshot = contextvars.copy_context()
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["headers"] = snapshot.run(asyncio.run, _resolve(auth, context))
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=work, name="benchmax-model-auth", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["headers"]
+    """Run ``auth.headers_for_request`` from synchronous code (a sync SDK client, maybe called
+    from an async tool): :func:`benchmax.aio.block_on` keeps :func:`bind_model_auth` bindings
+    visible. Providers used this way must not rely on objects tied to the caller's loop."""
+    return block_on(_resolve(auth, context), name="benchmax-model-auth")
 
 
 async def _resolve(auth: ModelAuth, context: ModelRequestContext) -> Mapping[str, str]:

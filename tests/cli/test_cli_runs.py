@@ -87,6 +87,27 @@ def test_rescore_after_a_reward_change_then_diff_shows_the_deltas(stored, tmp_pa
     assert "data differs" not in diffed.stdout, "rescoring reads the source run's transcripts, not new data"
 
 
+ON_RAY = DOUBLED.replace(
+    "}", ', "on_ray": float(bool(__import__("ray").get_runtime_context().get_actor_id()))}'
+)
+
+
+def test_rescore_with_executor_ray_scores_on_ray_actors(stored, tmp_path, server):
+    env_file = tmp_path / "env.py"
+    env_file.write_text(env_file.read_text().replace(ANCHOR, ON_RAY))
+    requests = server.counts["requests"]
+
+    rescored = run_cli(
+        "rescore", stored, "--run-dir", tmp_path / "rescored", "--executor", "ray", "--workers", "1", timeout=300
+    )
+
+    assert rescored.returncode == 0, rescored.stdout
+    assert server.counts["requests"] == requests, "rescoring called the model"
+    with open_run(tmp_path / "rescored") as run:
+        assert sorted((r.rewards["correct"], r.rewards["on_ray"]) for r in run.rollouts()) == [(0.0, 1.0), (2.0, 1.0)]
+        assert run.meta["rescored_from"] == str(stored)
+
+
 def test_rescore_and_diff_of_a_missing_run_say_so(tmp_path):
     rescored = run_cli("rescore", tmp_path / "nothing")
     diffed = run_cli("diff", tmp_path / "nothing", tmp_path / "nothing")

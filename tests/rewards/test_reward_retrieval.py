@@ -95,3 +95,28 @@ def test_tool_call_efficiency_decays_past_the_expected_number_of_searches():
     assert tool_call_efficiency(five, ranges=[(0, 2, 1.0)]) == 0.0
     with pytest.raises(ValueError, match="ordered"):
         tool_call_efficiency(five, ranges=[(3, 1, 1.0)])
+
+
+_ANSWER_CASES = [
+    ("think <answer>A</answer> then <answer> B </answer>", "A", "B"),
+    ("<answer>cut off", "<answer>cut off", "cut off"),
+    ("no tag at all", "no tag at all", ""),
+    ("x <ANSWER> Paris </answer>", "Paris", "Paris"),
+    ("", "", ""),
+]
+
+
+@pytest.mark.parametrize(("text", "lenient", "strict"), _ANSWER_CASES)
+def test_answer_block_reads_each_mode_as_its_0_2_x_function_did(text, lenient, strict):
+    from benchmax.rag import extract_answer_block as rag_extract
+    from benchmax.rewards import answer_block
+
+    assert answer_block(text, mode="lenient") == extract_answer_block(text) == lenient
+    assert answer_block(text, mode="strict") == rag_extract(text) == strict
+
+
+def test_answer_block_refuses_an_unknown_mode():
+    from benchmax.rewards import answer_block
+
+    with pytest.raises(ValueError, match="lenient' or 'strict'"):
+        answer_block("<answer>x</answer>", mode="loose")  # type: ignore[arg-type]

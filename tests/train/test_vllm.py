@@ -314,11 +314,11 @@ class _HeldCompletions:
 
 
 def test_a_weight_push_on_the_server_path_lands_between_turns_and_each_turn_records_its_version(tiny):
+    from benchmax.aio import LoopThread
     from benchmax.train._policy import GenerationRequest
-    from benchmax.train._rollouts import EventLoopThread
 
     server = _HeldCompletions()
-    loop = EventLoopThread()
+    loop = LoopThread(name="benchmax-train-loop")
     policy = VLLMServerPolicy(f"http://127.0.0.1:{server.port}", tiny[1], model="m", max_context=512)
     policy.version = 0
     pushed = threading.Event()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -65,11 +65,18 @@ def rescore_command(
     output: Annotated[Path | None, typer.Option("--run-dir", help="Where to write the new run.")] = None,
     workers: Annotated[
         int | None,
-        typer.Option(min=1, help="Processes scoring in parallel [default: one per core (up to 8) for big runs]."),
+        typer.Option(
+            min=1,
+            help="Processes scoring in parallel [default: one per core (up to 8) for big runs]; "
+            "with --executor ray: Ray actors.",
+        ),
     ] = None,
     concurrency: Annotated[
-        int, typer.Option(min=1, help="Groups scored at once in all (bounds a judge's calls in flight).")
+        int,
+        typer.Option(min=1, help="Rollouts scored at once in all, as for eval (bounds a judge's calls in flight)."),
     ] = 64,
+    executor: Annotated[Literal["local", "ray"], typer.Option(help="Where groups are scored.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
     cache: Annotated[
         str | None,
         typer.Option(
@@ -105,6 +112,8 @@ def rescore_command(
                     cache=settings,
                     prices=str(prices) if prices is not None else None,
                     auth=providers,
+                    executor=executor,
+                    ray_address=ray_address,
                 )
             )
     except BenchmaxError as exc:

@@ -37,6 +37,10 @@ def train_command(
     resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
     group_size: Annotated[int, typer.Option(help="Rollouts per example (GRPO group).")] = 4,
     prompts_per_step: Annotated[int, typer.Option(help="Examples per optimisation step.")] = 4,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="Rollouts in flight at once, as for eval [default: all of a step's at once]."),
+    ] = None,
     max_steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 50,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this wall time (checkpointed).")] = None,
     learning_rate: Annotated[float, typer.Option(help="The optimizer's learning rate.")] = 5e-6,
@@ -137,6 +141,7 @@ def train_command(
             "max_examples": max_examples,
             "group_size": group_size,
             "prompts_per_step": prompts_per_step,
+            "concurrency": concurrency,
             "learning_rate": learning_rate,
             "temperature": temperature,
             "top_p": top_p,

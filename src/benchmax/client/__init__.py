@@ -43,7 +43,7 @@ from benchmax.client._gate import (
 )
 from benchmax.client._http import DEFAULT_CONNECT_TIMEOUT, ClientStats, HttpModelClient
 from benchmax.client._limit import RequestLimit
-from benchmax.client._models import ModelNotServed, ServedModel, choose_model, parse_models
+from benchmax.client._models import ModelNotServed, ServedModel, choose_model, lists_models, parse_models
 from benchmax.client._pool import ClientPool
 from benchmax.client._prices import DEFAULT_PRICES, PRICES_ENV, ModelPrice, PriceTable, PriceTableError
 from benchmax.client._retry import RetryPolicy
@@ -96,6 +96,7 @@ __all__ = [
     "calls_to_meta",
     "choose_model",
     "known_usd",
+    "lists_models",
     "merge_figures",
     "parse_models",
     "request_key",

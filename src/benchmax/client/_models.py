@@ -21,6 +21,7 @@ sends is chosen by one rule, :func:`choose_model`:
 
 from __future__ import annotations
 
+import http.client
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -122,3 +123,21 @@ def _serves(requested: str, ids: Sequence[str]) -> bool:
 
 def _names(ids: Sequence[str]) -> str:
     return ", ".join(ids[:_SHOWN]) + (f", ... ({len(ids)} in all)" if len(ids) > _SHOWN else "")
+
+
+def lists_models(host: str, port: int, *, timeout: float = 1.0) -> bool:
+    """Whether a server starting on ``host:port`` is ready: ``GET /v1/models`` answers 200.
+
+    The readiness check of a model server a process of ours launched (the embedded
+    llama.cpp server, the scripted test server), blocking and without retries: the
+    caller polls it until its own deadline. Unlike ``HttpClient.probe`` (is a known
+    endpoint up at all), only a model list counts as ready.
+    """
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.request("GET", "/v1/models")
+        return connection.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()

@@ -398,14 +398,9 @@ class EmbeddedModel:
         port = self.port
         if port is None:
             return False
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=_PROBE_TIMEOUT)
-        try:
-            connection.request("GET", "/v1/models")
-            return connection.getresponse().status == 200
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            connection.close()
+        from benchmax.client import lists_models  # here: benchmax.local imports without the client's deps
+
+        return lists_models("127.0.0.1", port, timeout=_PROBE_TIMEOUT)
 
     def _self_test(self, process: subprocess.Popen[bytes], deadline: float) -> None:
         """One multi-token chat completion with a forced tool call must come back well formed.

@@ -43,6 +43,7 @@ from benchmax.rag._search import SearchClient, SearchResult
 from benchmax.rewards import (
     Judge,
     Rubric,
+    answer_block,
     clip01,
     evaluate_single_rubric,
     extract_completion_text,
@@ -52,8 +53,6 @@ from benchmax.rewards import (
 logger = logging.getLogger("benchmax.rag")
 
 _CITATION = re.compile(r"\[Source:\s*([^\]]+)\]", re.IGNORECASE)
-_ANSWER_BLOCK = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
-_ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _HIDDEN_METADATA = frozenset({"content", "_local_hash", "chunk_hash", "char_count"})
 
@@ -86,19 +85,8 @@ class RagSourceScores(TypedDict):
 
 
 def extract_answer_block(text: str) -> str:
-    """The committed answer: the last closed ``<answer>…</answer>`` body, stripped.
-
-    Strict where ``benchmax.rewards.extract_answer_block`` is lenient: no
-    ``<answer>`` tag means no answer (``""``), so reasoning is never scored as
-    one. With no closed block, everything after the last opening tag counts (a
-    reply cut off mid-answer).
-    """
-    text = text or ""
-    blocks = _ANSWER_BLOCK.findall(text)
-    if blocks:
-        return blocks[-1].strip()
-    opens = list(_ANSWER_OPEN.finditer(text))
-    return text[opens[-1].end() :].strip() if opens else ""
+    """0.2.x's strict reading: ``benchmax.rewards.answer_block(text, mode="strict")``."""
+    return answer_block(text, mode="strict")
 
 
 def canonicalize_source_id(source_id: str) -> str:
@@ -419,7 +407,7 @@ tags. Cite your sources inline using [Source: <source_id>] next to each claim.
         return Example(canonical_example_id(payload), payload)
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        answer = extract_answer_block(extract_completion_text(rollout.messages))
+        answer = answer_block(extract_completion_text(rollout.messages), mode="strict")
         if not answer.strip():
             return dict(self._ZERO_REWARDS)  # no committed answer: a valid attempt that earns nothing
         args = rollout.example_args

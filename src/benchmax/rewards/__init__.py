@@ -24,7 +24,9 @@ from benchmax.rewards._code_tests import (
     run_code_tests,
 )
 from benchmax.rewards._deterministic import (
+    AnswerMode,
     Completion,
+    answer_block,
     citation_score,
     clip01,
     count_search_calls,
@@ -98,6 +100,7 @@ from benchmax.rewards._tool_use import (
 
 __all__ = [
     "AdaptiveRubrics",
+    "AnswerMode",
     "ClusterResult",
     "CodeTest",
     "CodeTestResult",
@@ -118,6 +121,7 @@ __all__ = [
     "RubricPolarity",
     "RubricRanking",
     "ToolCallRecord",
+    "answer_block",
     "called_tool",
     "citation_score",
     "clip01",

@@ -10,26 +10,50 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from difflib import SequenceMatcher
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from benchmax.rewards._text import extract_completion_text
 
 Completion: TypeAlias = str | Sequence[Mapping[str, Any]]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER_BLOCK = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer\s*>", re.IGNORECASE)
 _CITATION = re.compile(r"\[Source:\s*([^\]]+)\]", re.IGNORECASE)
 _TOOL_CALL_MARK = "<tool_call>"
 
 
-def extract_answer_block(text: str) -> str:
-    """The first ``<answer>…</answer>`` body, stripped; the whole stripped text when there is none.
+AnswerMode: TypeAlias = Literal["lenient", "strict"]
+"""How :func:`answer_block` reads a reply: ``"lenient"`` scores an untagged reply as a whole
+(``benchmax.rewards.extract_answer_block``), ``"strict"`` means no tag, no answer
+(``benchmax.rag.extract_answer_block``), so reasoning is never scored as an answer."""
 
-    Lenient on purpose: an untagged reply is scored as a whole. For "no tag,
-    no answer", use ``benchmax.rag.extract_answer_block`` or ``extract_tag``.
+
+def answer_block(text: str, *, mode: AnswerMode) -> str:
+    """The answer inside ``<answer>…</answer>``, stripped, read as ``mode`` says.
+
+    ``"lenient"``: the first closed block; with none, the whole text.
+    ``"strict"``: the last closed block (the committed answer); with none, what
+    follows the last opening tag (a reply cut off mid-answer); with no tag, ``""``.
+    The two modes are the two 0.2.x functions of the same name, kept apart by an
+    explicit argument rather than by which module one imported.
     """
     text = text or ""
-    match = _ANSWER.search(text)
-    return (match.group(1) if match else text).strip()
+    if mode == "lenient":
+        match = _ANSWER.search(text)
+        return (match.group(1) if match else text).strip()
+    if mode == "strict":
+        blocks = _ANSWER_BLOCK.findall(text)
+        if blocks:
+            return blocks[-1].strip()
+        opens = list(_ANSWER_OPEN.finditer(text))
+        return text[opens[-1].end() :].strip() if opens else ""
+    raise ValueError(f"answer_block mode must be 'lenient' or 'strict', got {mode!r}")
+
+
+def extract_answer_block(text: str) -> str:
+    """0.2.x's lenient reading: ``answer_block(text, mode="lenient")``."""
+    return answer_block(text, mode="lenient")
 
 
 def clip01(value: Any) -> float:

@@ -6,7 +6,7 @@ behind the exit code; executors run the groups here or on Ray actors.
 
 from benchmax.runner._config import DEFAULT_MAX_FAILURE_RATE, EMBEDDED, EXECUTORS, RunConfig, default_run_dir
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
-from benchmax.runner._executor import GroupExecutor, LocalExecutor, failed_group
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, failed_group
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
@@ -26,6 +26,7 @@ __all__ = [
     "LocalExecutor",
     "Problem",
     "Report",
+    "RolloutSlots",
     "RunConfig",
     "RunKind",
     "RunObserver",

@@ -1,20 +1,24 @@
 """Where groups run: in this process (the default) or on a pool of Ray actors.
 
-The runner only sees this interface, so scheduling, store writes, zero-fill and
-progress are identical whichever executor runs the groups.
+The runner and rescore only see this interface, so scheduling, store writes,
+zero-fill and progress are identical whichever executor runs the groups: a run
+sends groups to ``run_group``, a rescore sends stored groups to ``rescore_group``.
+Rollouts in flight are counted by :class:`RolloutSlots`, in rollouts, wherever
+groups are started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 from benchmax.client import CacheSettings, CallLedger, ClientPool, PoolStats, PriceTable
-from benchmax.engine import Engine, EngineConfig, GroupResult
+from benchmax.engine import Engine, EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import Environment, RolloutFailure, RolloutOutcome, RolloutRequest, TerminationReason, implements
 
 logger = logging.getLogger("benchmax.runner")
@@ -24,6 +28,10 @@ class GroupExecutor(Protocol):
     async def start(self) -> None: ...
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult: ...
+
+    async def rescore_group(
+        self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
+    ) -> GroupResult: ...
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -69,6 +77,14 @@ class LocalExecutor:
                 result = await self.engine.run_group(requests)
         return replace(result, calls=meter.log())
 
+    async def rescore_group(
+        self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
+    ) -> GroupResult:
+        """Stored transcripts scored again by the env's reward code; a judge's calls counted as in ``run_group``."""
+        with self.ledger.group() as meter:
+            result = await self.engine.rescore_group(requests, stored)
+        return replace(result, calls=meter.log())
+
     def stats(self) -> dict[str, Any]:
         """The clients' counters, and every model call so far under ``calls`` (per role and model)."""
         return self.totals().to_json()
@@ -82,6 +98,35 @@ class LocalExecutor:
             await self.engine.aclose()
         finally:
             await asyncio.to_thread(self.ledger.close)
+
+
+class RolloutSlots:
+    """Rollouts in flight, counted in rollouts whoever starts groups: a group takes as many
+    slots as it has siblings and starts only when they all fit, so groups are never split.
+
+    A group larger than the limit still runs, alone, rather than never: at most
+    ``max(limit, group size)`` rollouts run at once.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"concurrency must be >= 1 rollouts, got {limit}")
+        self.limit = limit
+        self.used = 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, count: int) -> AsyncIterator[None]:
+        count = min(count, self.limit)
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.used + count <= self.limit)
+            self.used += count
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self.used -= count
+                self._changed.notify_all()
 
 
 async def run_own_group(env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]) -> GroupResult:

@@ -30,7 +30,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,10 +50,10 @@ from benchmax.client import (
     PoolStats,
     PriceTable,
 )
-from benchmax.engine import EngineConfig, GroupResult
+from benchmax.engine import EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
 from benchmax.runner._config import RunConfig
-from benchmax.runner._executor import LocalExecutor, failed_group
+from benchmax.runner._executor import LocalExecutor, RolloutSlots, failed_group
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -117,9 +117,22 @@ class _Worker:
         """The group's result and this actor's client counters; no result, and why, when an outage
         failed requests while the group ran (what it holds is not a result to store)."""
         assert self._executor is not None, "start() must run before run_group()"
+        return await self._watched(requests, self._executor.run_group(requests))
+
+    async def rescore_group(
+        self, requests: list[RolloutRequest], stored: list[StoredRollout]
+    ) -> tuple[GroupResult | None, PoolStats, str]:
+        """``run_group`` for stored transcripts scored again (a judge's calls can meet an outage too)."""
+        assert self._executor is not None, "start() must run before rescore_group()"
+        return await self._watched(requests, self._executor.rescore_group(requests, stored))
+
+    async def _watched(
+        self, requests: list[RolloutRequest], work: Awaitable[GroupResult]
+    ) -> tuple[GroupResult | None, PoolStats, str]:
+        assert self._executor is not None
         self._endpoints.update(request.base_url for request in requests)
         before = self._endpoint_down()
-        result = await self._executor.run_group(requests)
+        result = await work
         stats = self._executor.totals()
         if self._endpoint_down() > before:
             return None, stats, self._last_failure or "the model endpoint is down past the outage budget"
@@ -272,29 +285,6 @@ class _MergedOutages:
                 logger.exception("a listener of the Ray executor's outages failed")
 
 
-class _RolloutSlots:
-    """Rollouts in flight across the whole pool, whoever calls ``run_group``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self._changed = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def hold(self, count: int) -> AsyncIterator[None]:
-        # A group larger than the limit still runs, alone, rather than never.
-        count = min(count, self.limit)
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.used + count <= self.limit)
-            self.used += count
-        try:
-            yield
-        finally:
-            async with self._changed:
-                self.used -= count
-                self._changed.notify_all()
-
-
 class RayExecutor:
     """A pool of Ray actors behind the runner's ``GroupExecutor`` interface.
 
@@ -316,7 +306,7 @@ class RayExecutor:
         self._retired: list[_Handle] = []
         self._starting: set[asyncio.Task[None]] = set()
         self._pool = asyncio.Condition()
-        self._slots = _RolloutSlots(config.concurrency)
+        self._slots = RolloutSlots(config.concurrency)
         self._engine_config = config.engine
         self._spawned = 0
         self._deaths = 0
@@ -358,7 +348,13 @@ class RayExecutor:
         logger.info("ray executor: %d workers for %s", size, self.config.env)
 
     async def run_group(self, requests: Sequence[RolloutRequest]) -> GroupResult:
-        batch = list(requests)
+        return await self._dispatch(list(requests), "run_group")
+
+    async def rescore_group(self, requests: Sequence[RolloutRequest], stored: Sequence[StoredRollout]) -> GroupResult:
+        return await self._dispatch(list(requests), "rescore_group", list(stored))
+
+    async def _dispatch(self, batch: list[RolloutRequest], method: str, *extra: Any) -> GroupResult:
+        """One group on the least busy actor, run again elsewhere when its actor dies."""
         if batch and not self._endpoint_checked:
             self._endpoint_checked = True
             replicas = self.config.base_urls if len(self.config.base_urls) > 1 else (batch[0].base_url,)
@@ -370,7 +366,7 @@ class RayExecutor:
                 alone = len(lost) == MAX_GROUP_ATTEMPTS - 1
                 handle = await self._pick(alone=alone)
                 handle.in_flight += len(batch)
-                ref = handle.actor.run_group.remote(batch)
+                ref = getattr(handle.actor, method).remote(batch, *extra)
                 try:
                     result, stats, down = await ref
                 except asyncio.CancelledError:

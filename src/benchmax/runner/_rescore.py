@@ -3,9 +3,12 @@
 The new run adopts the source's transcripts as stored (they do not change) and
 only the scores are computed and written. Scoring is spread over worker
 processes (each loads the env once and scores chunks of groups read straight
-from the source file), so a cheap reward uses the machine's cores; within a
-worker, groups are scored concurrently up to a bound, so a judge-based reward
-(a model call per rollout) keeps at most ``concurrency`` calls in flight in all.
+from the source file), so a cheap reward uses the machine's cores, or over a
+pool of Ray actors (``executor="ray"``). Either way each group is scored through
+the runner's executor interface (``GroupExecutor.rescore_group``), as an eval's
+groups run through ``run_group``, and rollouts in flight are counted as an
+eval counts them: a judge-based reward (a model call per rollout) keeps at most
+``concurrency`` rollouts in flight in all.
 
 A judge's calls go through a :class:`benchmax.client.CallLedger` in each scoring
 process: they are counted and priced into the new run's ``cost`` (the source's
@@ -33,8 +36,8 @@ from typing import Any
 import orjson
 
 from benchmax.auth import ModelAuth, bind_model_auth
-from benchmax.client import CacheSettings, CallFigures, CallLedger, PriceTable, calls_to_meta, merge_figures
-from benchmax.engine import Engine, EngineConfig, StoredRollout
+from benchmax.client import CacheSettings, CallFigures, PriceTable, calls_to_meta, merge_figures
+from benchmax.engine import EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import (
     BaseEnv,
     EnvSpec,
@@ -47,9 +50,10 @@ from benchmax.envs import (
     is_scorable,
 )
 from benchmax.runner._config import EMBEDDED, RunConfig
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
-from benchmax.store import RolloutScore, Run, ScoredGroup, decode_transcript
+from benchmax.store import SQL_PARAMETERS, RolloutScore, Run, ScoredGroup, chunks, decode_transcript
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
@@ -80,13 +84,18 @@ async def arescore(
     cache: CacheSettings | None = None,
     prices: str | None = None,
     auth: Mapping[str, ModelAuth] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
     Operational failures stay failures (there is no transcript to score);
     rollout ids, groups and batches are kept so ``benchmax diff`` lines up.
     ``workers`` processes score (default: one per core, up to 8, for big runs;
-    this process for small ones); at most ``concurrency`` groups are scored at once.
+    this process for small ones); with ``executor="ray"`` a pool of Ray actors scores
+    instead (``workers`` actors, or one per CPU of the cluster at ``ray_address``).
+    At most ``concurrency`` rollouts are scored at once, in all (a group larger than
+    that is scored alone), as ``--concurrency`` counts them for an eval.
     ``cache`` answers the judge's repeated requests; ``prices`` is a price file over
     the shipped table (default: ``$BENCHMAX_PRICES``). ``auth`` is bound for the env's
     ``InjectedAuth`` names in every scoring process (picklable providers, such as
@@ -94,22 +103,26 @@ async def arescore(
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be local or ray, got {executor!r}")
     table = PriceTable.load(prices)
     with Run(source) as old:
         meta = old.meta
         config = RunConfig.from_meta(meta["config"])
         rollouts = len(old)
-        chunks = _chunks(old)
+        ranges = _group_ranges(old)
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
-    workers = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
+    processes = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
+    if executor == "ray":
+        processes = 1  # this process sends groups to the pool; the actors do the scoring
     job = _Job(
         str(source),
         spec.spec,
         dict(spec.kwargs),
         config.engine,
         meta,
-        max(1, concurrency // workers),
+        max(1, concurrency // processes),
         table,
         cache,
         dict(auth or {}),
@@ -118,8 +131,15 @@ async def arescore(
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
     origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
     try:
-        if workers > 1:
-            await scorer.aclose()  # each worker loads its own
+        if processes > 1 or executor == "ray":
+            await scorer.aclose()  # each worker (process or Ray actor) loads its own
+        if executor == "ray":
+            scorer = _Scorer(job)
+            ray_config = replace(
+                config, env=spec.spec, env_kwargs=dict(spec.kwargs), executor="ray", workers=workers,
+                ray_address=ray_address, concurrency=concurrency, cache=cache, prices=prices, run_dir=target,
+            )  # fmt: skip
+            await scorer.attach(_ray_executor(ray_config, table))
         create = partial(
             RunSession.create,
             target,
@@ -140,14 +160,14 @@ async def arescore(
                 # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
                 # while the first chunks are scored: they read the source, not the copy
                 async with _adopting(session, source) as adopted:
-                    if workers == 1:
-                        for chunk in chunks:
+                    if processes == 1:
+                        for chunk in ranges:
                             groups, figures = await scorer.score(chunk)
                             spent.append(figures)
                             await adopted
                             await asyncio.to_thread(session.write_scores, groups)
                     else:
-                        await _in_workers(job, chunks, workers, session, spent, adopted)
+                        await _in_workers(job, ranges, processes, session, spent, adopted)
                 await asyncio.to_thread(session.close_batches)
             finally:
                 figures = merge_figures(*spent)
@@ -188,13 +208,10 @@ class _Job:
     auth: dict[str, ModelAuth] | None = None
 
 
-def _chunks(run: Run) -> list[tuple[int, int]]:
+def _group_ranges(run: Run) -> list[tuple[int, int]]:
     """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
     ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
-    return [
-        (ranges[start][0], ranges[min(start + _CHUNK_GROUPS, len(ranges)) - 1][1])
-        for start in range(0, len(ranges), _CHUNK_GROUPS)
-    ]
+    return [(part[0][0], part[-1][1]) for part in chunks(ranges, _CHUNK_GROUPS)]
 
 
 @asynccontextmanager
@@ -250,30 +267,44 @@ async def _in_workers(
                 future.cancel()
 
 
+def _ray_executor(config: RunConfig, prices: PriceTable) -> GroupExecutor:
+    from benchmax.runner._ray import RayExecutor  # imported only for executor="ray"
+
+    return RayExecutor(config, prices=prices)
+
+
 class _Scorer:
-    """Scores chunks of the source run with the env's reward hooks (one per process)."""
+    """Scores chunks of the source run on a group executor: its own local one (one per process,
+    holding the env), or one it is given (the Ray pool, whose actors hold the env)."""
 
     def __init__(self, job: _Job) -> None:
         self.job = job
         self.env: BaseEnv | None = None
-        self.engine: Engine | None = None
+        self.executor: GroupExecutor | None = None
         self.run: Run | None = None
-        self.ledger: CallLedger | None = None
+        self.slots = RolloutSlots(job.concurrency)
+        self.examples: dict[str, Example] = {}
 
     def load(self) -> None:
         env = EnvSpec(self.job.env, self.job.env_kwargs).load()
         if not isinstance(env, BaseEnv):
             raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
         self.env = env
-        self.engine = Engine(env, self.job.engine)
-        self.ledger = CallLedger(prices=self.job.prices, cache=self.job.cache)
-        self.ledger.open()  # a cache directory that cannot be used fails here, before the new run exists
+        local = LocalExecutor(env, self.job.engine, prices=self.job.prices, cache=self.job.cache)
+        self.executor = local
+        local.ledger.open()  # a cache directory that cannot be used fails here, before the new run exists
         self.run = Run(self.job.source)
-        self.examples: dict[str, Example] = {}
+
+    async def attach(self, executor: GroupExecutor) -> None:
+        """Score on ``executor`` (started here) instead of a local one."""
+        self.run = Run(self.job.source)
+        self.executor = executor
+        await executor.start()
 
     async def score(self, chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[CallFigures, ...]]:
         """The chunk's groups scored, and the model calls (a judge's) their scoring made."""
-        assert self.run is not None and self.engine is not None
+        assert self.run is not None and self.executor is not None
+        executor = self.executor
         first, last = chunk
         groups = self.run.sql(
             "SELECT group_id, example_id, first_seq, last_seq FROM groups WHERE first_seq BETWEEN ? AND ?"
@@ -282,19 +313,18 @@ class _Scorer:
         )
         records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
         examples = self._examples({example_id for _, example_id, _, _ in groups})
-        slots = asyncio.Semaphore(self.job.concurrency)
         calls: list[tuple[CallFigures, ...]] = []
 
         async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
             rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
             example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
-            async with slots:
+            async with self.slots.hold(len(rows)):
                 started = time.time()
-                with self.ledger.group() as meter:  # type: ignore[union-attr]
-                    result = await self.engine.rescore_group(  # type: ignore[union-attr]
-                        [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
-                    )
-                calls.append(meter.log().figures())
+                result: GroupResult = await executor.rescore_group(
+                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                )
+            if result.calls is not None:
+                calls.append(result.calls.figures())
             return ScoredGroup(
                 group_id=group_id,
                 scores=tuple(
@@ -320,8 +350,7 @@ class _Scorer:
     def _examples(self, wanted: set[str]) -> dict[str, Example]:
         assert self.run is not None
         missing = sorted(wanted - self.examples.keys())
-        for start in range(0, len(missing), 500):
-            part = missing[start : start + 500]
+        for part in chunks(missing, SQL_PARAMETERS):
             for example_id, payload in self.run.sql(
                 f"SELECT example_id, payload FROM examples WHERE example_id IN ({','.join('?' * len(part))})", part
             ):
@@ -332,26 +361,27 @@ class _Scorer:
         return found
 
     async def aclose(self) -> None:
-        """Release the env, engine, source file and call ledger (again: a no-op)."""
-        await self._release()
-        ledger, self.ledger = self.ledger, None
-        if ledger is not None:
-            await asyncio.to_thread(ledger.close)
+        """Release the executor (its engine and call ledger), the env and the source file (again: a no-op)."""
+        executor, env, run = self.executor, self.env, self.run
+        self.executor = self.env = self.run = None
+        try:
+            if executor is not None:
+                await executor.aclose()
+            if env is not None:
+                await env.aclose()
+        finally:
+            if run is not None:
+                run.close()
 
     def close_at_exit(self, loop: asyncio.AbstractEventLoop) -> None:
         """:meth:`aclose` for a worker process that is exiting, where no thread can be started."""
-        loop.run_until_complete(self._release())
-        ledger, self.ledger = self.ledger, None
-        if ledger is not None:
-            ledger.close()
-
-    async def _release(self) -> None:
-        engine, env, run = self.engine, self.env, self.run
-        self.engine = self.env = self.run = None
-        if engine is not None:
-            await engine.aclose()
+        executor, env, run = self.executor, self.env, self.run
+        self.executor = self.env = self.run = None
+        if isinstance(executor, LocalExecutor):
+            loop.run_until_complete(executor.engine.aclose())
+            executor.ledger.close()
         if env is not None:
-            await env.aclose()
+            loop.run_until_complete(env.aclose())
         if run is not None:
             run.close()
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from benchmax.aio import block_on
 from benchmax.sandbox._base import Sandbox, SandboxProvider
 from benchmax.sandbox._default import default_provider
 from benchmax.sandbox._guard import GuardSandbox
@@ -190,21 +190,4 @@ def run_python(code: str, **options: Any) -> SandboxResult:
     """
     if options.get("sandbox") is not None:
         raise TypeError("run_python(sandbox=...) needs the async form: await run_python_async(code, sandbox=...)")
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run_python_async(code, **options))
-    outcome: dict[str, Any] = {}
-
-    def worker() -> None:
-        try:
-            outcome["result"] = asyncio.run(run_python_async(code, **options))
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=worker, name="benchmax-run-python")
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
+    return block_on(run_python_async(code, **options), name="benchmax-run-python")

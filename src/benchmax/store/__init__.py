@@ -8,6 +8,7 @@ figure has one definition wherever it appears. So do a rollout's advantage
 """
 
 from benchmax.store._advantage import GroupSpread, group_spread
+from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._codec import decode as decode_transcript
 from benchmax.store._compare import HEADLINE, Delta, RunDiff, compare, diff_runs, run_env
 from benchmax.store._excerpt import EXCERPT_CHARS, MAX_IMAGE_URI_CHARS, content_line, prompt_excerpt
@@ -41,6 +42,7 @@ __all__ = [
     "QUERY_SPEC",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
+    "SQL_PARAMETERS",
     "Bar",
     "ComponentStats",
     "Delta",
@@ -66,6 +68,7 @@ __all__ = [
     "ScoredGroup",
     "Spread",
     "StoreError",
+    "chunks",
     "compare",
     "content_line",
     "decode_transcript",

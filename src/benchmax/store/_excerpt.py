@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from benchmax.envs import content_text
+from benchmax.store._batch import SQL_PARAMETERS, chunks
 
 EXCERPT_CHARS = 160
 """The longest prompt excerpt, in characters (an ellipsis marks a cut)."""
@@ -74,8 +75,7 @@ def prompt_excerpts(
     """``{example_id: prompt excerpt}`` for the given examples (those the run does not hold are left out)."""
     wanted = list(dict.fromkeys(example_ids))
     result: dict[str, str] = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk in chunks(wanted, SQL_PARAMETERS):
         marks = ",".join("?" * len(chunk))
         for example_id, payload in conn.execute(
             f"SELECT example_id, payload FROM examples WHERE example_id IN ({marks})", chunk

@@ -201,11 +201,11 @@ def _part(run: Run, fmt: str, low: int | None, high: int | None, components: tup
     """The encoded rollouts of ``seq`` range ``[low, high]`` (``None``: open end): JSON Lines
     bytes, or the Parquet columns as Arrow record batches."""
     if fmt == "jsonl":
-        return _jsonl_lines(run, _chunks(run, low, high))
-    return _arrow_batches(run, _chunks(run, low, high), components)
+        return _jsonl_lines(run, _row_chunks(run, low, high))
+    return _arrow_batches(run, _row_chunks(run, low, high), components)
 
 
-def _chunks(run: Run, low: int | None, high: int | None) -> Iterator[list[tuple[Any, ...]]]:
+def _row_chunks(run: Run, low: int | None, high: int | None) -> Iterator[list[tuple[Any, ...]]]:
     if low is None and high is None:
         return run.rollout_rows(chunk=_CHUNK)
     return run.rollout_rows_between(low if low is not None else 0, high if high is not None else 1 << 62, chunk=_CHUNK)

@@ -32,6 +32,7 @@ import orjson
 from benchmax.envs import tool_error_ids
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._advantage import group_spread
+from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._excerpt import example_fields, prompt_excerpt, prompt_excerpts
 from benchmax.store._ids import short_ids
 
@@ -571,7 +572,7 @@ class RunQueries:
 
     def _rewards_by_seq(self, seqs: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
         result: dict[int, dict[str, dict[str, Any]]] = {}
-        for chunk in _chunks(seqs, 500):
+        for chunk in chunks(seqs, SQL_PARAMETERS):
             marks = ",".join("?" * len(chunk))
             for seq, component, value, filled in self._all(
                 f"SELECT seq, component, value, filled FROM rewards WHERE seq IN ({marks}) ORDER BY seq, component",
@@ -583,7 +584,7 @@ class RunQueries:
     def rewards(self, rollout_ids: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
         """``{rollout_id: {component: {"value", "filled"}}}`` for the given rollouts."""
         ids: dict[int, str] = {}
-        for chunk in _chunks(rollout_ids, 500):
+        for chunk in chunks(rollout_ids, SQL_PARAMETERS):
             marks = ",".join("?" * len(chunk))
             ids.update(self._all(f"SELECT seq, rollout_id FROM rollouts WHERE rollout_id IN ({marks})", chunk))
         return {ids[seq]: values for seq, values in self._rewards_by_seq(list(ids)).items()}
@@ -872,7 +873,7 @@ class RunQueries:
     def search_words(self, seqs: Sequence[int]) -> dict[int, list[str]]:
         """The words text search matches in each rollout's answer, error and ids (see :func:`match_query`)."""
         result: dict[int, list[str]] = {}
-        for chunk in _chunks(seqs, 500):
+        for chunk in chunks(seqs, SQL_PARAMETERS):
             marks = ",".join("?" * len(chunk))
             for seq, *texts in self._all(
                 f"SELECT seq, final_text, error, rollout_id, example_id FROM rollouts WHERE seq IN ({marks})", chunk
@@ -1012,9 +1013,3 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     variance = sum((value - mean) ** 2 for value in values) / len(values)
     return mean, math.sqrt(variance)
-
-
-def _chunks(items: Sequence[Any] | Iterable[Any], size: int) -> Iterable[list[Any]]:
-    items = list(items)
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -30,6 +30,7 @@ import orjson
 from benchmax.envs import Example, LogEntry, RolloutOutcome, TerminationReason, completion_text, is_scored
 from benchmax.errors import BenchmaxError
 from benchmax.store import _codec, _compat, _figures, _schema
+from benchmax.store._batch import SQL_PARAMETERS, chunks
 
 logger = logging.getLogger("benchmax.store")
 
@@ -239,7 +240,7 @@ class RunWriter:
     def add_examples(self, split: str, examples: Iterable[Example]) -> int:
         """Store examples not stored yet (matched by id), in dataset order; returns how many were new."""
         added = 0
-        for chunk in _chunks(enumerate(examples), _CHUNK):
+        for chunk in chunks(enumerate(examples), _CHUNK):
             with _transaction(self._conn, self._lock):
                 before = self._conn.total_changes
                 self._conn.executemany(
@@ -273,7 +274,7 @@ class RunWriter:
         stored = self._read("SELECT COUNT(*) FROM examples")[0][0]
         count = 0
         firsts = 0
-        for chunk in _chunks(enumerate(examples), _CHUNK):
+        for chunk in chunks(enumerate(examples), _CHUNK):
             if not stored:
                 self._store_chunk(split, chunk)
             located, stored_here = self._locate(chunk)
@@ -296,7 +297,7 @@ class RunWriter:
 
     def located(self, examples: Iterable[Example]) -> Iterator[list[tuple[int, Example, int]]]:
         """Like :meth:`synced` on a run whose dataset is stored already, without checking it again."""
-        for chunk in _chunks(enumerate(examples), _CHUNK):
+        for chunk in chunks(enumerate(examples), _CHUNK):
             yield self._locate(chunk)[0]
 
     def _locate(self, chunk: list[tuple[int, Example]]) -> tuple[list[tuple[int, Example, int]], int]:
@@ -316,7 +317,7 @@ class RunWriter:
         if not ids:
             return located, len(at)
         found: dict[str, int] = {}
-        for part in _chunks(ids, 500):
+        for part in chunks(ids, SQL_PARAMETERS):
             marks = ",".join("?" * len(part))
             found.update(self._read(f"SELECT example_id, idx FROM examples WHERE example_id IN ({marks})", part))
         return [
@@ -1055,17 +1056,6 @@ def _stand_in(group: GroupWrite, error: Exception) -> GroupWrite:
 
 def _threshold(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 1.0
-
-
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 class _Barrier:

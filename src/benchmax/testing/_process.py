@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
 import socket
@@ -10,6 +9,8 @@ import subprocess
 import sys
 import time
 from types import TracebackType
+
+from benchmax.client import lists_models
 
 
 def free_port() -> int:
@@ -83,14 +84,7 @@ class ServerProcess:
         self.kill()
 
     def _answers(self) -> bool:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1.0)
-        try:
-            connection.request("GET", "/v1/models")
-            return connection.getresponse().status == 200
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            connection.close()
+        return lists_models("127.0.0.1", self.port, timeout=1.0)
 
     def _stderr(self) -> str:
         process = self._process

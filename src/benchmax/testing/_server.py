@@ -122,6 +122,10 @@ class ScriptedServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.counts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Chat requests being answered now, and the most at once so far: what a concurrency bound
+        of the client side lets through, counted where the requests arrive."""
         self._attempts: Counter[str] = Counter()
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -217,6 +221,14 @@ class ScriptedServer:
         return web.Response(body=orjson.dumps(payload), content_type="application/json")
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         try:
             body = orjson.loads(raw)

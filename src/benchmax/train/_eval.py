@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax.aio import LoopThread
 from benchmax.client import ClientPool
 from benchmax.envs import BaseEnv, DatasetSplit, SamplingParams
 from benchmax.runner import RunConfig, RunResult, arun
 from benchmax.train._policy import InProcessPolicy
-from benchmax.train._rollouts import EventLoopThread
 
 POLICY_URL = "inprocess://policy"
 """The base URL an in-process policy is registered under."""
@@ -63,7 +63,7 @@ def eval_policy(
     env_kwargs: Mapping[str, Any] | None = None,
     data_dir: Path | None = None,
     name: str = "policy",
-    loop: EventLoopThread | None = None,
+    loop: LoopThread | None = None,
     batch_window: float = 0.005,
 ) -> EvalSummary:
     """Evaluate ``model`` (a transformers model, its weights as they are now) on ``split``.
@@ -90,7 +90,7 @@ def eval_policy(
     )
     instance = None if isinstance(env, str) else env
     own_loop = loop is None
-    runner = loop or EventLoopThread()
+    runner = loop or LoopThread(name="benchmax-train-loop")
     try:
         result = runner.run(arun(config, env=instance, clients=clients))
     finally:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
+from benchmax.aio import LoopThread
 from benchmax.engine import Engine, GroupResult
 from benchmax.envs import (
     DatasetSplit,
@@ -34,7 +34,7 @@ from benchmax.envs import (
     SamplingParams,
     TerminationReason,
 )
-from benchmax.runner import GroupKey, RunSession, failed_group
+from benchmax.runner import GroupKey, RolloutSlots, RunSession, failed_group
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, zero_fill
 from benchmax.train._tokens import render_prompt
@@ -46,30 +46,6 @@ T = TypeVar("T")
 
 class TokenMismatch(ValueError):
     """A turn's prompt does not extend the previous turn's tokens."""
-
-
-class EventLoopThread:
-    """One event loop on a daemon thread, so a synchronous trainer can drive the engine.
-
-    The loop lives across steps: model clients, the policy's batcher and env
-    resources keep their loop for the whole run, and async generation runs on it
-    while the trainer's thread computes a step.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="benchmax-train-loop", daemon=True)
-        self._thread.start()
-
-    def run(self, coroutine: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()  # type: ignore[arg-type]
-
-    def close(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +115,7 @@ class RolloutBridge:
     model: str = "policy"
     sampling: SamplingParams = field(default_factory=SamplingParams)
     session: RunSession | None = None
-    loop: EventLoopThread | None = None
+    loop: LoopThread | None = None
     policy: Any = None
     first_batch: int = 0
     example_index: Mapping[str, int] = field(default_factory=dict)
@@ -151,11 +127,14 @@ class RolloutBridge:
     max_refill: int | None = None
     """Extra groups a step may draw to replace dead ones (default: 2 x the step's groups)."""
     async_steps: int = 0
+    concurrency: int | None = None
+    """Rollouts in flight at once, the steps generated ahead included (``None``: a step's all at once)."""
     seed: int = 0
     before_step: Callable[[Any, int], None] | None = None
     history: dict[int, RolloutBatch] = field(default_factory=dict, repr=False)
     """Recent training batches by step (the trainer's callbacks read and drop them)."""
     _batch: int = field(default=-1, repr=False)
+    _slots: RolloutSlots | None = field(default=None, repr=False)
     _warned: set[str] = field(default_factory=set, repr=False)
     _pipeline: StepPipeline | None = field(default=None, repr=False)
     _sampler: ExampleSampler | None = field(default=None, repr=False)
@@ -202,7 +181,7 @@ class RolloutBridge:
         steps trained, from weights at most ``async_steps`` steps older.
         """
         if self.loop is None:
-            self.loop = EventLoopThread()
+            self.loop = LoopThread(name="benchmax-train-loop")
         if self._pipeline is None:
             self._pipeline = StepPipeline(self, groups, group_size, first_step=step, last_step=last_step)
         batch = self.loop.run(self._pipeline.take(step))
@@ -367,7 +346,7 @@ class RolloutBridge:
         self._batch += 1
         batch = self._batch
         if self.loop is None:
-            self.loop = EventLoopThread()
+            self.loop = LoopThread(name="benchmax-train-loop")
         results = self.loop.run(self._run_groups(groups))
         pairs = [
             (outcome, group.example)
@@ -444,9 +423,14 @@ class RolloutBridge:
             )
             for rollout_id in rollout_ids
         ]
+        if self._slots is None and self.concurrency is not None:
+            self._slots = RolloutSlots(self.concurrency)
         started = time.time()
         try:
-            return await self.engine.run_group(requests)
+            if self._slots is None:
+                return await self.engine.run_group(requests)
+            async with self._slots.hold(len(requests)):
+                return await self.engine.run_group(requests)
         except Exception as exc:
             logger.exception("rollout group for example %s failed", example.id)
             return failed_group(

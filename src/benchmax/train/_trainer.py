@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from benchmax.aio import LoopThread
 from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, data_directories, open_examples
 from benchmax.errors import BenchmaxError
@@ -34,7 +35,7 @@ from benchmax.train._plot import component_curves, reward_curve
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
 from benchmax.train._report import StepReport, step_report
 from benchmax.train._rewards import component_reward
-from benchmax.train._rollouts import EventLoopThread, RolloutBridge
+from benchmax.train._rollouts import RolloutBridge
 from benchmax.train._vllm import VLLM_MODES, vllm_policy
 
 logger = logging.getLogger("benchmax.train")
@@ -51,8 +52,8 @@ class TrainError(BenchmaxError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
-    """One GRPO run. ``weights`` maps reward components to weights; components not
-    named are found by a probe group before training and weighted 1.0."""
+    """One GRPO run. ``weights``: reward components' weights (the others, found by a probe group, weigh 1.0).
+    ``concurrency``: rollouts in flight, steps generated ahead included (``None``: a step's all at once)."""
 
     env: str = ""
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -85,6 +86,7 @@ class TrainConfig:
     vllm_url: str | None = None
     vllm_sampling: Mapping[str, Any] = field(default_factory=dict)
     """Extra vLLM sampling fields for every turn (``logit_bias``, ``repetition_penalty``...)."""
+    concurrency: int | None = None
     async_steps: int | None = None
     """Generate up to this many steps ahead of the trainer (0: synchronous). Rollouts are at
     most this many updates stale; the importance weights correct for it. ``None``: 1, or 0
@@ -104,8 +106,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.group_size < 2:
             raise TrainError(f"group_size must be >= 2 for GRPO (advantages are group-relative), got {self.group_size}")
-        if self.prompts_per_step < 1 or self.max_steps < 1:
-            raise TrainError("prompts_per_step and max_steps must be >= 1")
+        if self.prompts_per_step < 1 or self.max_steps < 1 or (self.concurrency is not None and self.concurrency < 1):
+            raise TrainError("prompts_per_step, max_steps and concurrency must be >= 1")
         if not self.temperature > 0:
             raise TrainError(f"temperature must be > 0 to sample a group, got {self.temperature}")
         if self.vllm is not None and self.vllm not in VLLM_MODES:
@@ -166,10 +168,7 @@ class TrainResult:
 
 @dataclass
 class TrainingSession:
-    """A built but not yet started run: the trainer plus what it drives.
-
-    ``close()`` releases the env, engine, store and event loop.
-    """
+    """A built but not yet started run: the trainer plus what it drives; ``close()`` releases them all."""
 
     trainer: Any
     bridge: RolloutBridge
@@ -179,7 +178,7 @@ class TrainingSession:
     env: BaseEnv
     run_session: RunSession | None
     """The run the rollouts are written to (through it only)."""
-    loop: EventLoopThread
+    loop: LoopThread
     config: TrainConfig
     run_dir: Path
     components: tuple[str, ...]
@@ -344,7 +343,7 @@ def build(
 
         torch.set_num_threads(config.threads)
     run_dir = _run_dir(config)
-    loop = EventLoopThread()
+    loop = LoopThread(name="benchmax-train-loop")
     run_session = None
     policy = None
     try:
@@ -389,6 +388,7 @@ def build(
             dead_groups=config.dead_groups,
             max_refill=config.max_refill,
             async_steps=config.async_steps,
+            concurrency=config.concurrency,
             seed=config.seed + first_batch,
         )
         components = _components(config, bridge, dataset)

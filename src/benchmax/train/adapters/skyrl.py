@@ -26,6 +26,7 @@ from typing import Any
 from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
+from benchmax.aio import LoopThread
 from benchmax.client import ChatResult, ClientPool, ModelError
 from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import (
@@ -38,7 +39,6 @@ from benchmax.envs import (
     TerminationReason,
     Usage,
 )
-from benchmax.train._rollouts import EventLoopThread
 from benchmax.train._tokens import parse_tool_call_text
 from benchmax.train.adapters._common import (
     components,
@@ -120,7 +120,7 @@ class SkyRLBridge:
         clients = ClientPool()
         clients.register(_POLICY_URL, _StepClient(self._episodes))
         self.engine = Engine(env, config, clients=clients)
-        self._loop = EventLoopThread()
+        self._loop = LoopThread(name="benchmax-train-loop")
 
     def register(self, env_id: str = "benchmax") -> None:
         """Register this bridge with skyrl-gym under ``env_id`` (the rows' ``env_class``)."""

@@ -22,7 +22,6 @@ rewards are refused: verifiers scores each rollout on its own.
 from __future__ import annotations
 
 import asyncio
-import threading
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any, ClassVar
 import verifiers.v1 as vf
 from pydantic import Field
 
+from benchmax.aio import block_on
 from benchmax.engine import Engine
 from benchmax.envs import BaseEnv, DatasetSplit, Example, RolloutRequest, StaticBearerAuth
 from benchmax.train.adapters._common import (
@@ -190,19 +190,9 @@ def _dataset(env: BaseEnv, name: str, split: DatasetSplit, max_examples: int | N
     from benchmax.envs import EnvSpec
 
     base_dir = (None if name in _REGISTERED else EnvSpec(name).directory) or Path.cwd()
-    result: dict[str, Any] = {}
 
-    def run() -> None:
-        try:
-            dataset = asyncio.run(env.create_dataset(split, base_dir, max_examples=max_examples))
-            result["examples"] = list(dataset)
-        except BaseException as exc:
-            result["error"] = exc
+    async def examples() -> list[Example]:
+        return list(await env.create_dataset(split, base_dir, max_examples=max_examples))
 
-    thread = threading.Thread(target=run, name="benchmax-vf-dataset")
-    thread.start()
-    thread.join()
-    if "error" in result:
-        raise result["error"]
-    return result["examples"]
+    return block_on(examples(), name="benchmax-vf-dataset")
 

@@ -11,11 +11,10 @@ components are combined with ``weights`` (missing ones count as 0.0).
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Mapping
 from typing import Any
 
+from benchmax.aio import LoopThread
 from benchmax.envs import BaseEnv, BaseRollout, Example, TerminationReason
 
 
@@ -39,8 +38,7 @@ class VerlRewardAdapter:
     def __init__(self, env: BaseEnv, *, weights: Mapping[str, float] | None = None) -> None:
         self.env = env
         self.weights = dict(weights or {})
-        self._loop = asyncio.new_event_loop()
-        self._lock = threading.Lock()
+        self._loop = LoopThread(name="benchmax-verl-reward")
 
     def __call__(
         self,
@@ -59,8 +57,7 @@ class VerlRewardAdapter:
             split="train",
             termination_reason=TerminationReason.FINISHED,
         )
-        with self._lock:
-            rewards = self._loop.run_until_complete(self.env.compute_reward(rollout)) or {}
+        rewards = self._loop.run(self.env.compute_reward(rollout)) or {}
         score = sum(float(value) * self.weights.get(name, 1.0) for name, value in rewards.items())
         return {"score": score, **{name: float(value) for name, value in rewards.items()}}
 
