@@ -114,6 +114,14 @@ class ClientPool:
         self._endpoints = {url: known for url, known in self._endpoints.items() if url.rstrip("/") != key}
         self._endpoints[key] = client
 
+    def end_rollout(self, base_url: str, rollout_id: str) -> None:
+        """``rollout_id`` sends no more requests to ``base_url``: a slot its server's client kept for it is freed."""
+        key = base_url.rstrip("/")
+        router = self._routers.get(key)
+        for client in router.replicas if router is not None else (self._http.get(key),):
+            if client is not None:
+                client.end_rollout(rollout_id)
+
     def gate(self, base_url: str) -> EndpointGate:
         return self.http(base_url).gate
 
@@ -146,7 +154,13 @@ class ClientPool:
 
     def stats(self) -> dict[str, Any]:
         """Requests, retries and failures summed over the pool, and per server under ``endpoints``."""
-        merged: dict[str, Any] = {"requests": 0, "retries": Counter(), "failures": Counter(), "resent": 0}
+        merged: dict[str, Any] = {
+            "requests": 0,
+            "retries": Counter(),
+            "failures": Counter(),
+            "resent": 0,
+            "queued": sum(client.queued for client in self._http.values()),
+        }
         endpoints: dict[str, dict[str, Any]] = {}
         clients = [*self._http.values(), *(c for c in self._endpoints.values() if not isinstance(c, HttpModelClient))]
         for client in {id(client): client for client in clients}.values():
