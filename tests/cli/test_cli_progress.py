@@ -44,6 +44,14 @@ def test_the_progress_says_the_model_is_starting_then_where_the_rollouts_are():
     assert "in flight 1 rollout\n" in _shown(live)
 
 
+def test_the_block_left_on_screen_after_the_run_shows_nothing_in_flight():
+    console = Console(file=io.StringIO(), width=100)
+    with LiveProgress(console, starting="starting the model") as live:
+        live.on_start(total_rollouts=2, done_rollouts=0, run_dir=Path("run"))
+        live.on_load(in_flight=2, waiting=1)
+    assert "in flight" not in _shown(live) and "starting" not in _shown(live)
+
+
 def test_where_the_rollouts_are_reads_in_words():
     assert load_text(8, 7) == "8 rollouts, 7 waiting for the model"
     assert load_text(1, 0) == "1 rollout"

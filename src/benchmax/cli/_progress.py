@@ -82,6 +82,8 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._load = None  # the last count would read as rollouts still running
+        self._starting = None
         self._live.update(self._render())
         self._live.__exit__(None, None, None)
         if not self.console.is_terminal:
