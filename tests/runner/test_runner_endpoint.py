@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from runkit import ENV_SPEC, cli_env, row, run_cli, write_split
 
+from benchmax.engine import EngineConfig
 from benchmax.local import PORTABLE_REBUILD, EmbeddedModelError, check_installed
 from benchmax.runner import EMBEDDED, EndpointError, RunConfig, arun
 from benchmax.store import open_run
@@ -120,3 +121,34 @@ async def test_the_embedded_model_evaluates_only_what_each_turn_adds(local_extra
     # the first prompt of the run follows the self-test's; every later one, a rollout's next turn
     # or the next rollout (the same system prompt and tools), adds a tool result or a question
     assert sum(1 for count in evaluated if count > 40) <= 1, completions
+
+
+class _LoadSeen:
+    """An observer that keeps what the run says of its rollouts in flight and waiting for the model."""
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[int, int]] = []
+
+    def on_start(self, **_: object) -> None: ...
+
+    def on_group(self, result: object) -> None: ...
+
+    def on_outage(self, *_: object) -> None: ...
+
+    def on_load(self, *, in_flight: int, waiting: int) -> None:
+        self.loads.append((in_flight, waiting))
+
+
+async def test_the_observer_hears_how_many_rollouts_are_in_flight_and_wait_for_the_model(tmp_path, server):
+    # one request at a time (as the embedded model is served), each taking 2 s: the others wait
+    write_split(tmp_path / "data", [row(str(i), f"q{i}", sleep=2.0) for i in range(4)])
+    clients = EngineConfig().client_pool()
+    clients.http(server.base_url).keep_turns_together(hold=60.0)
+    seen = _LoadSeen()
+    config = RunConfig(env=ENV_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, run_dir=tmp_path / "run")
+    result = await arun(config, observer=seen, clients=clients)
+    assert result.verdict.ok
+    assert seen.loads, "heard every second while the run went"
+    assert max(in_flight for in_flight, _ in seen.loads) == 4
+    assert max(waiting for _, waiting in seen.loads) >= 1
+    assert all(waiting < max(in_flight, 1) for in_flight, waiting in seen.loads), seen.loads
