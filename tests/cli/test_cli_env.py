@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -84,6 +87,36 @@ def test_init_scaffolds_an_env_that_validates_and_passes_its_own_test(tmp_path):
     assert validated.stdout.rstrip().endswith("valid")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout
+
+
+def test_the_next_step_init_prints_runs_as_printed_in_a_shell_and_passes(tmp_path):
+    # as a user types it after README command 1: `benchmax` and `python` are the install's own
+    bin = tmp_path / "bin"
+    bin.mkdir()
+    (bin / "python").symlink_to(sys.executable)
+    (bin / "benchmax").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m benchmax.cli "$@"\n')
+    (bin / "benchmax").chmod(0o755)
+    env = cli_env(PATH=f"{bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def shell(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", "-c", line], cwd=work, env=env, capture_output=True, text=True, timeout=180, check=False
+        )
+
+    created = shell("benchmax init myenv")
+    assert created.returncode == 0, created.stdout + created.stderr
+    (instruction,) = [line for line in created.stdout.splitlines() if line.startswith("next: ")]
+    command = instruction.removeprefix("next: ")
+    assert command == "benchmax validate myenv && python -m pytest myenv"
+
+    ran = shell(command)
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert re.search(r"\b1 passed\b", ran.stdout.splitlines()[-1]), ran.stdout
+    readme = (work / "myenv" / "README.md").read_text()
+    assert "    python -m pytest myenv\n" in readme, "the scaffold's README says the same"
 
 
 def test_init_refuses_a_directory_that_is_not_empty(tmp_path):

@@ -48,10 +48,18 @@ class _RecordingLlama:
     """Stands in for ``llama_cpp.Llama``: records prompts, answers the handler's completions in order."""
 
     verbose = False
+    input_ids: list[int] = []  # the KV cache holds nothing: the server logs each prompt as new
+    n_tokens = 0
 
     def __init__(self, answers: list[str]) -> None:
         self.prompts: list[str] = []
         self._answers = answers
+
+    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
+        return list(text)
+
+    def token_bos(self) -> int:
+        return 1
 
     def create_completion(self, *, prompt: str, **options: Any) -> dict[str, Any]:
         self.prompts.append(prompt)

@@ -6,12 +6,18 @@ make the server die by SIGSEGV, as a llama.cpp build tuned to another CPU does.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from runkit import ENV_SPEC, cli_env, row, run_cli, write_split
 
+from benchmax.engine import EngineConfig
 from benchmax.local import PORTABLE_REBUILD, EmbeddedModelError, check_installed
 from benchmax.runner import EMBEDDED, EndpointError, RunConfig, arun
 from benchmax.store import open_run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture
@@ -89,3 +95,60 @@ def test_an_embedded_server_that_crashes_on_every_request_exits_1_naming_the_fix
     assert " ".join(PORTABLE_REBUILD.split()) in out
     assert "no rollout was run" in out
     assert not (tmp_path / "run" / "run.sqlite").exists(), "no run is left behind"
+
+
+def _prompt_log(run_dir: Path) -> list[tuple[int, int]]:
+    """``(prompt tokens, tokens already in the KV cache)`` per completion, from the server's log."""
+    found = re.findall(
+        r"benchmax: prompt tokens (\d+), in the KV cache (\d+)", (run_dir / "embedded-model.log").read_text()
+    )
+    return [(int(total), int(held)) for total, held in found]
+
+
+async def test_the_embedded_model_evaluates_only_what_each_turn_adds(local_extra, tmp_path, monkeypatch):
+    # a rollout's turns back to back: each prompt extends the one before, held in llama.cpp's KV cache;
+    # interleaved, a turn followed another rollout's prompt and re-read its own conversation
+    monkeypatch.setattr("benchmax.runner._endpoint.EMBEDDED_TURN_HOLD", 60.0)  # the engine frees it per rollout
+    config = RunConfig(
+        env=str(EXAMPLES / "math"), env_kwargs={"max_turns": 3}, max_examples=2, group_size=2,
+        base_url=EMBEDDED, run_dir=tmp_path / "run", max_failure_rate=1.0,
+    )  # fmt: skip
+    result = await arun(config)
+    assert result.stats.rollouts == 4
+    completions = _prompt_log(tmp_path / "run")[1:]  # after the server's self-test
+    assert len(completions) >= 8, completions
+    evaluated = [total - held for total, held in completions]
+    # the first prompt of the run follows the self-test's; every later one, a rollout's next turn
+    # or the next rollout (the same system prompt and tools), adds a tool result or a question
+    assert sum(1 for count in evaluated if count > 40) <= 1, completions
+
+
+class _LoadSeen:
+    """An observer that keeps what the run says of its rollouts in flight and waiting for the model."""
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[int, int]] = []
+
+    def on_start(self, **_: object) -> None: ...
+
+    def on_group(self, result: object) -> None: ...
+
+    def on_outage(self, *_: object) -> None: ...
+
+    def on_load(self, *, in_flight: int, waiting: int) -> None:
+        self.loads.append((in_flight, waiting))
+
+
+async def test_the_observer_hears_how_many_rollouts_are_in_flight_and_wait_for_the_model(tmp_path, server):
+    # one request at a time (as the embedded model is served), each taking 2 s: the others wait
+    write_split(tmp_path / "data", [row(str(i), f"q{i}", sleep=2.0) for i in range(4)])
+    clients = EngineConfig().client_pool()
+    clients.http(server.base_url).keep_turns_together(hold=60.0)
+    seen = _LoadSeen()
+    config = RunConfig(env=ENV_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, run_dir=tmp_path / "run")
+    result = await arun(config, observer=seen, clients=clients)
+    assert result.verdict.ok
+    assert seen.loads, "heard every second while the run went"
+    assert max(in_flight for in_flight, _ in seen.loads) == 4
+    assert max(waiting for _, waiting in seen.loads) >= 1
+    assert all(waiting < max(in_flight, 1) for in_flight, waiting in seen.loads), seen.loads

@@ -15,7 +15,7 @@ from rich.table import Table
 from benchmax.auth import bind_model_auth
 from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, EnvArgument, parse_auth, parse_env_args
 from benchmax.cli._output import command_line, error_line
-from benchmax.cli._scaffold import Names, write_directory, write_package
+from benchmax.cli._scaffold import Names, test_command, write_directory, write_package
 from benchmax.envs import EnvSpec, installed_envs
 from benchmax.runner import validate_env
 
@@ -90,7 +90,12 @@ def init_command(
         return
     written = write_directory(names)
     console.print(f"created {target}/ with {', '.join(written)}", highlight=False)
-    console.print(f"next: benchmax validate {target}", highlight=False)
+    console.print(
+        f"next: {command_line('benchmax', 'validate', target)} && {test_command(target)}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def list_command(

@@ -303,7 +303,9 @@ def execute(
     try:
         with install_log_handler(console), bind_model_auth(auth or {}):
             if progress:
-                with LiveProgress(console, replicas=() if config.base_url == EMBEDDED else urls) as live:
+                embedded = config.base_url == EMBEDDED
+                starting = "starting the model" if embedded else None
+                with LiveProgress(console, replicas=() if embedded else urls, starting=starting) as live:
                     result = asyncio.run(arun(config, observer=live, resume=resume))
                 console.print()
             else:

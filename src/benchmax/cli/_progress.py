@@ -38,15 +38,26 @@ def rate_text(done: int, seconds: float) -> str:
     return f"{rate:.2g} rollouts/s"
 
 
+def load_text(in_flight: int, waiting: int) -> str:
+    """``8 rollouts, 7 waiting for the model``: where the rollouts in flight are."""
+    text = plural(in_flight, "rollout")
+    return f"{text}, {waiting:,} waiting for the model" if waiting else text
+
+
 class LiveProgress:
     """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages.
 
     With several ``replicas``, one line each: up or down, and the requests it served.
+    ``starting`` (``"starting the model"`` for the embedded one) is shown until the
+    first rollout is due, so the seconds a model takes to load do not read as a hang;
+    then the rollouts in flight, and how many of them wait for the model.
     """
 
-    def __init__(self, console: Console, *, replicas: Sequence[str] = ()) -> None:
+    def __init__(self, console: Console, *, replicas: Sequence[str] = (), starting: str | None = None) -> None:
         self.console = console
         self.replicas = tuple(replicas)
+        self._starting = starting
+        self._load: tuple[int, int] | None = None
         self._requests: dict[str, int] = {}
         self._progress = Progress(
             TextColumn("[bold]rollouts"),
@@ -71,6 +82,8 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._load = None  # the last count would read as rollouts still running
+        self._starting = None
         self._live.update(self._render())
         self._live.__exit__(None, None, None)
         if not self.console.is_terminal:
@@ -79,6 +92,7 @@ class LiveProgress:
             self.console.line()
 
     def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
+        self._starting = None
         self._progress.update(self._task, total=total_rollouts, completed=done_rollouts)
         if done_rollouts:
             self.console.print(f"resuming: {done_rollouts:,} of {plural(total_rollouts, 'rollout')} already stored")
@@ -114,6 +128,11 @@ class LiveProgress:
         self._progress.update(self._task, advance=len(result.outcomes), rate=rate_text(self._done_here, elapsed))
         self._live.update(self._render())
 
+    def on_load(self, *, in_flight: int, waiting: int) -> None:
+        """Rollouts started and not yet done, and how many of them wait for the model (a request queued)."""
+        self._load = (in_flight, waiting)
+        self._live.update(self._render())
+
     def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None:
         if event == "up":
             self._down.pop(outage.endpoint, None)
@@ -128,6 +147,11 @@ class LiveProgress:
 
     def _render(self) -> Group:
         stats = Table.grid(padding=(0, 2))
+        if self._starting is not None:
+            stats.add_row(Text("model", style="bold"), Text(f"{self._starting}…"))
+        elif self._load is not None:
+            in_flight, waiting = self._load
+            stats.add_row(Text("in flight", style="bold"), Text(load_text(in_flight, waiting)))
         means = "  ".join(f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts))
         failures = "  ".join(f"{reason}={count}" for reason, count in self._failures.most_common())
         stats.add_row(Text("mean", style="bold"), Text(means or "-"))

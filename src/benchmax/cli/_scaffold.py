@@ -9,12 +9,17 @@ finds them through ``importlib.resources``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmax import __version__
+from benchmax.cli._output import command_line
 
 ROWS = {
     "train": [
@@ -132,7 +137,7 @@ _PACKAGE_README = """# {dist}
     benchmax list                    # shows it, with its version
     benchmax validate {name}
     benchmax eval {name} --max-examples 2
-    pytest {target}/tests
+    python -m pytest {target}/tests
 
 Runs record the package name and version (and a hash of its source and data) in
 their provenance. To publish it, build a wheel (`python -m build`) and upload it;
@@ -145,7 +150,10 @@ A benchmax environment (`{cls}` in `env.py`).
 
     benchmax validate {target}
     benchmax eval {target} --max-examples 2
-    pytest {target}
+    python -m pytest {target}
+
+`python -m pytest` runs pytest with the python benchmax is installed in (the `local`
+extra brings pytest); a `pytest` found first on PATH may belong to another python.
 """
 
 
@@ -169,6 +177,29 @@ class Names:
         if module[0].isdigit():
             module = f"env_{module}"
         return cls(target=target, name=dist, dist=dist, module=module, cls=class_name)
+
+
+def test_command(target: Path | str) -> str:
+    """``python -m pytest TARGET`` with the python this benchmax runs in, spelled as the shell finds it.
+
+    A bare ``pytest`` may be another python's, which cannot import benchmax. The word
+    ``python`` is used when the shell's ``python`` is this interpreter (an active venv),
+    its full path otherwise. Without pytest installed, the command says how to get it.
+    """
+    found = shutil.which("python")
+    same = found is not None and _same_file(found, sys.executable)
+    python = "python" if same else sys.executable
+    command = command_line(python, "-m", "pytest", target)
+    if importlib.util.find_spec("pytest") is None:
+        return f"{command_line(python, '-m', 'pip', 'install', 'pytest')} && {command}"
+    return command
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
 
 
 def write_directory(names: Names) -> list[str]:

@@ -162,6 +162,8 @@ class HttpModelClient:
         self.max_concurrency = max_concurrency
         self.max_reply_bytes = max_reply_bytes
         self.adapt_concurrency = adapt_concurrency
+        self.turn_hold = 0.0
+        """Seconds a rollout's slot stays reserved for its next turn (see :meth:`keep_turns_together`)."""
         self.retry = retry or RetryPolicy()
         self.stats = ClientStats()
         self.gate = gate or EndpointGate(self.base_url, probe=self.probe, max_outage=max_outage)
@@ -178,6 +180,30 @@ class HttpModelClient:
         """Requests this client lets into flight now: ``max_concurrency``, or fewer while its loop is saturated."""
         return self.max_concurrency if self._limit is None else self._limit.limit
 
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a slot now (for rollouts: rollouts waiting for the model)."""
+        return 0 if self._limit is None else self._limit.waiting
+
+    def keep_turns_together(self, *, hold: float) -> None:
+        """Serve one request at a time, a rollout's turns back to back (see ``RequestLimit``).
+
+        For a server that evaluates one prompt at a time and reuses its KV cache
+        only for a prompt that extends its last one (llama-cpp-python's): each
+        turn then evaluates only what the last turn added. ``hold`` bounds how
+        long the model may idle while a rollout runs its tools.
+        """
+        self.max_concurrency = 1
+        self.adapt_concurrency = False
+        self.turn_hold = hold
+        if self._limit is not None:
+            self._limit = RequestLimit(1, adaptive=False, name=self.base_url, hold=hold)
+
+    def end_rollout(self, rollout_id: str) -> None:
+        """The rollout asks for no more turns: a slot kept for it goes to the next rollout."""
+        if self._limit is not None:
+            self._limit.forget(rollout_id)
+
     def _ensure_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
@@ -187,7 +213,9 @@ class HttpModelClient:
                 timeout=aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout),
                 skip_auto_headers=("User-Agent",),
             )
-            self._limit = RequestLimit(self.max_concurrency, adaptive=self.adapt_concurrency, name=self.base_url)
+            self._limit = RequestLimit(
+                self.max_concurrency, adaptive=self.adapt_concurrency, name=self.base_url, hold=self.turn_hold
+            )
             self._loop = loop
         return self._session
 
@@ -203,7 +231,7 @@ class HttpModelClient:
         ``Unavailable`` instead (so a router can send the request to another replica)."""
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
-        return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait)
+        return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
 
     async def request(
         self,
@@ -390,6 +418,7 @@ class HttpModelClient:
         headers: Mapping[str, str],
         *,
         wait: bool = True,
+        key: str | None = None,
     ) -> T:
         session = self._ensure_session()
         limit = self._limit
@@ -407,7 +436,7 @@ class HttpModelClient:
             attempt += 1
             self.stats.requests += 1
             try:
-                granted = await limit.acquire()
+                granted = await limit.acquire(key)
                 try:
                     raw = await self._once(session, method, url, payload, headers)
                     try:
@@ -417,7 +446,7 @@ class HttpModelClient:
                 except BaseException:
                     limit.release(granted, served=False)
                     raise
-                limit.release(granted)
+                limit.release(granted, key=key)
                 gate.success()
                 return result
             except _Retryable as failure:

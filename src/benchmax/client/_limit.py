@@ -27,11 +27,23 @@ At 0 ms of latency S is about a millisecond and the limit settles near 16-48; at
 stays at the ceiling; the probe runs only while requests wait.
 
 asyncio's ``Semaphore`` cannot change its size, hence this small FIFO one.
+
+Keyed requests (a rollout's turns, keyed by its rollout id) can keep their turns
+together, for a server that evaluates one prompt at a time and reuses its KV
+cache only for a prompt that extends the one before (the embedded llama.cpp
+model): with ``hold`` > 0 a key that releases its slot keeps it reserved for up
+to ``hold`` seconds, until its next turn asks (and gets it at once) or
+:meth:`RequestLimit.forget` says the key is done; and a waiting key that was
+served before goes ahead of keys that were not, oldest first. Eight rollouts on
+one slot then run turn after turn each, rather than taking turns and evicting
+each other's cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import math
 from collections import deque
@@ -62,18 +74,23 @@ class RequestLimit:
     """A FIFO limit on requests in flight, resized while requests queue for it (see the module).
 
     ``granted = await limit.acquire()`` before a request, ``limit.release(granted)`` after it.
-    ``adaptive=False`` keeps it at ``ceiling``, as a plain semaphore.
+    ``adaptive=False`` keeps it at ``ceiling``, as a plain semaphore. ``hold`` > 0 keeps a key's
+    turns together (see the module): ``acquire(key)``, ``release(granted, key=key)``, ``forget(key)``.
     """
 
     __slots__ = (
+        "_arrivals",
         "_calmest",
         "_due",
         "_fastest",
+        "_held",
+        "_lapse",
         "_late",
         "_loop",
         "_probes",
         "_rates",
         "_released",
+        "_served",
         "_start",
         "_told",
         "_waited",
@@ -81,12 +98,15 @@ class RequestLimit:
         "adaptive",
         "ceiling",
         "floor",
+        "hold",
         "in_use",
         "limit",
         "name",
     )
 
-    def __init__(self, ceiling: int, *, adaptive: bool = True, floor: int = FLOOR, name: str = "") -> None:
+    def __init__(
+        self, ceiling: int, *, adaptive: bool = True, floor: int = FLOOR, name: str = "", hold: float = 0.0
+    ) -> None:
         if ceiling < 1:
             raise ValueError(f"a request limit needs a ceiling >= 1, got {ceiling}")
         self.ceiling = ceiling
@@ -96,8 +116,17 @@ class RequestLimit:
         self.adaptive = adaptive
         self.name = name
         """Whose requests these are (the endpoint), for the log."""
+        self.hold = hold
+        """Seconds a key's slot stays reserved for its next turn (0: no reservations, plain FIFO)."""
         self._told = False
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: list[tuple[int, int, int, asyncio.Future[None]]] = []
+        """A heap: keys served before first (by when first served), then the rest in arrival order."""
+        self._arrivals = itertools.count()
+        self._served: dict[str, int] = {}
+        """Keys served and not yet forgotten, with when each was first served (``hold`` > 0 only)."""
+        self._held: str | None = None
+        """The key the one reserved slot waits for."""
+        self._lapse: asyncio.TimerHandle | None = None
         self._waited = False
         self._loop: asyncio.AbstractEventLoop | None = None
         """The loop being probed; ``None`` while no probe is scheduled."""
@@ -116,11 +145,23 @@ class RequestLimit:
     def __repr__(self) -> str:
         return f"RequestLimit(limit={self.limit}, ceiling={self.ceiling}, in_use={self.in_use})"
 
-    async def acquire(self) -> float:
-        """Wait for a slot; returns when it was granted (the loop's clock), for :meth:`release`."""
+    @property
+    def waiting(self) -> int:
+        """Requests queued for a slot now."""
+        return sum(1 for *_, slot in self._waiters if not slot.done())
+
+    async def acquire(self, key: str | None = None) -> float:
+        """Wait for a slot; returns when it was granted (the loop's clock), for :meth:`release`.
+
+        ``key`` (a rollout id) names whose turn this is, for reservations (``hold``).
+        """
         loop = asyncio.get_running_loop()
+        if key is not None and key == self._held:  # its reserved slot: still counted in use
+            self._unhold()
+            return loop.time()
         if self.in_use < self.limit:  # then no live waiter is queued: every release wakes them first
             self.in_use += 1
+            self._note(key)
             return loop.time()
         self._waited = True
         if self.adaptive and self._loop is None:
@@ -128,24 +169,54 @@ class RequestLimit:
             self._probes = 0
             self._probe()
         slot = loop.create_future()
-        self._waiters.append(slot)
+        first = self._served.get(key) if key is not None else None
+        arrival = next(self._arrivals)
+        heapq.heappush(self._waiters, (0, first, arrival, slot) if first is not None else (1, arrival, arrival, slot))
         try:
             await slot
         except asyncio.CancelledError:
             if slot.done() and not slot.cancelled():
                 self._release()  # handed a slot as the cancel came: hand it on
             raise  # a cancelled waiter stays in the queue; waking skips it
+        self._note(key)
         return loop.time()
 
-    def release(self, granted: float, *, served: bool = True) -> None:
+    def release(self, granted: float, *, served: bool = True, key: str | None = None) -> None:
         """Give the slot back; ``granted`` is what :meth:`acquire` returned. A request that failed
-        (``served=False``) says nothing of how long the server takes: a refused one returns at once."""
+        (``served=False``) says nothing of how long the server takes: a refused one returns at once.
+        With ``hold`` and a ``key`` the slot stays reserved for that key's next turn (see the module)."""
         if served and self._loop is not None:
             took = self._loop.time() - granted
             if took < self._fastest:
                 self._fastest = took
             self._released += 1
+        if key is not None and self.hold > 0 and key in self._served and self._held is None:
+            self._held = key
+            self._lapse = asyncio.get_running_loop().call_later(self.hold, self._unreserve)
+            return
         self._release()
+
+    def forget(self, key: str) -> None:
+        """``key`` asks for no more turns (its rollout ended): its reserved slot goes to the next waiter."""
+        self._served.pop(key, None)
+        if key == self._held:
+            self._unreserve()
+
+    def _note(self, key: str | None) -> None:
+        if key is not None and self.hold > 0 and key not in self._served:
+            self._served[key] = next(self._arrivals)
+
+    def _unhold(self) -> None:
+        self._held = None
+        if self._lapse is not None:
+            self._lapse.cancel()
+            self._lapse = None
+
+    def _unreserve(self) -> None:
+        """The reserved slot's key did not come back in time (or is done): free the slot."""
+        if self._held is not None:
+            self._unhold()
+            self._release()
 
     def _release(self) -> None:
         self.in_use -= 1
@@ -154,7 +225,7 @@ class RequestLimit:
     def _wake(self) -> None:
         waiters = self._waiters
         while waiters and self.in_use < self.limit:
-            slot = waiters.popleft()
+            *_, slot = heapq.heappop(waiters)
             if not slot.done():
                 self.in_use += 1
                 slot.set_result(None)

@@ -115,6 +115,14 @@ class ClientPool:
         self._endpoints = {url: known for url, known in self._endpoints.items() if url.rstrip("/") != key}
         self._endpoints[key] = client
 
+    def end_rollout(self, base_url: str, rollout_id: str) -> None:
+        """``rollout_id`` sends no more requests to ``base_url``: a slot its server's client kept for it is freed."""
+        key = base_url.rstrip("/")
+        router = self._routers.get(key)
+        for client in router.replicas if router is not None else (self._http.get(key),):
+            if client is not None:
+                client.end_rollout(rollout_id)
+
     def gate(self, base_url: str) -> EndpointGate:
         return self.http(base_url).gate
 
@@ -162,7 +170,8 @@ class ClientPool:
                     endpoints[client.base_url] = parts[-1]
         parts.extend(PoolStats(failures=router.failures, rerouted=router.rerouted) for router in self._routers.values())
         merged = PoolStats.merge(parts)
-        return replace(merged, endpoints=endpoints if len(endpoints) > 1 else {})
+        queued = sum(client.queued for client in self._http.values())
+        return replace(merged, endpoints=endpoints if len(endpoints) > 1 else {}, queued=queued)
 
     async def aclose(self) -> None:
         """Close every connection and stop every probe; gates and routers stay for another use."""

@@ -35,6 +35,8 @@ class PoolStats:
     """Per server, when requests went to more than one."""
     calls: tuple[CallFigures, ...] | None = None
     """Every model call per role and model, where the caller keeps a ledger (an executor does)."""
+    queued: int = 0
+    """Requests waiting for a slot at this moment (rollouts waiting for the model): a gauge, not a count."""
 
     @classmethod
     def of(cls, counters: ClientStats) -> PoolStats:
@@ -62,6 +64,7 @@ class PoolStats:
             rerouted=sum(part.rerouted for part in parts),
             endpoints={url: cls.merge(figures) for url, figures in endpoints.items()},
             calls=merge_figures(*calls) if calls else None,
+            queued=sum(part.queued for part in parts),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -77,6 +80,8 @@ class PoolStats:
             data["endpoints"] = {url: figures.to_json() for url, figures in self.endpoints.items()}
         if self.calls is not None:
             data["calls"] = [figures.to_dict() for figures in self.calls]
+        if self.queued:
+            data["queued"] = self.queued
         return data
 
     @classmethod
@@ -90,4 +95,5 @@ class PoolStats:
             rerouted=int(data.get("rerouted", 0)),
             endpoints={url: cls.from_json(figures) for url, figures in (data.get("endpoints") or {}).items()},
             calls=None if calls is None else tuple(CallFigures.from_dict(item) for item in calls),
+            queued=int(data.get("queued", 0)),
         )

@@ -427,6 +427,12 @@ class Engine:
         return by_name
 
     async def _chat_loop(self, attempt: _Attempt) -> None:
+        try:
+            await self._turns(attempt)
+        finally:  # a server that keeps a slot for the rollout's next turn (the embedded model) frees it
+            self.clients.end_rollout(attempt.request.base_url, attempt.request.rollout_id)
+
+    async def _turns(self, attempt: _Attempt) -> None:
         request = attempt.request
         env = self.env
         assert isinstance(env, BaseEnv)

@@ -305,7 +305,34 @@ class _TokenCap:
     def create_completion(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("max_tokens") is None:
             kwargs["max_tokens"] = self._max_tokens
+        prompt = kwargs.get("prompt")
+        if isinstance(prompt, str):
+            _log_prompt_reuse(self._llama, prompt)
         return self._llama.create_completion(*args, **kwargs)
+
+
+PROMPT_LOG_PREFIX = "benchmax: prompt tokens "
+"""How the child logs each completion's prompt: ``benchmax: prompt tokens N, in the KV cache M``."""
+
+
+def _log_prompt_reuse(llama: Any, prompt: str) -> None:
+    """Log how much of ``prompt`` llama.cpp's KV cache already holds (what it need not evaluate).
+
+    The state left by the last completion is reused up to the longest common
+    prefix (``Llama.generate``); the rest is evaluated. This line is how the
+    scheduling of a rollout's turns (``HttpModelClient.keep_turns_together``)
+    is measured.
+    """
+    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    held = list(llama.input_ids[: llama.n_tokens])
+    if held and tokens and held[0] != tokens[0] and held[0] == llama.token_bos():
+        held = held[1:]  # the BOS llama.cpp put before the last prompt
+    reused = 0
+    for a, b in zip(held, tokens, strict=False):
+        if a != b:
+            break
+        reused += 1
+    print(f"{PROMPT_LOG_PREFIX}{len(tokens)}, in the KV cache {reused}", file=sys.stderr, flush=True)
 
 
 def _exit_with_parent(parent_pid: int) -> None:

@@ -156,9 +156,13 @@ class EmbeddedModel:
     ``model`` are what an OpenAI-compatible client needs. A request without
     ``max_tokens`` gets ``default_max_tokens``: a 135M model can ramble until
     the context window is full, minutes per turn on a small CPU. The server
-    keeps up to ``prompt_cache_bytes`` of evaluated prompt states (0 turns it
-    off): concurrent rollouts interleave on the one model, and without it every
-    turn re-reads its whole prompt. ``plain_kernels`` starts it with llama.cpp's
+    reuses its KV cache for a prompt that extends the last one; a run sends it
+    each rollout's turns back to back (``HttpModelClient.keep_turns_together``),
+    so a turn evaluates only what the last one added. ``prompt_cache_bytes`` > 0
+    also keeps copies of evaluated prompt states (llama-cpp-python's
+    ``LlamaRAMCache``), off by default: each copy holds the logits of a whole
+    batch (about 100 MB for SmolLM2, beyond the size the cache counts; a run
+    grew the server to 3.3 GB) and costs a copy after every completion. ``plain_kernels`` starts it with llama.cpp's
     extra buffer types off from the first try. ``crash_drill`` (default: the
     ``BENCHMAX_EMBEDDED_CRASH_DRILL`` variable) is for reliability drills: the
     server then dies by SIGSEGV on chosen requests, as a miscompiled build does.
@@ -172,7 +176,7 @@ class EmbeddedModel:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         default_max_tokens: int = 512,
-        prompt_cache_bytes: int = 256 << 20,
+        prompt_cache_bytes: int = 0,
         startup_timeout: float = 120.0,
         stop_timeout: float = 5.0,
         plain_kernels: bool = False,

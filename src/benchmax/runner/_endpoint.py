@@ -5,7 +5,8 @@ or a URL missing its ``/v1`` stops the run at once with what to do. With
 several replicas each gets one: a run none of them can serve is refused, and
 a replica that cannot be reached yet is said, marked down and routed around
 until it answers. The embedded model is started here (its server must pass a
-self-test first) and supervised: when its process dies mid-run, that is said at
+self-test first), served one request at a time with each rollout's turns back
+to back (so its KV cache carries over from turn to turn), and supervised: when its process dies mid-run, that is said at
 once (how it died, the end of its log), the endpoint's gate holds the rollouts
 that were waiting, and the server is restarted on the same port, a bounded
 number of times.
@@ -41,6 +42,13 @@ logger = logging.getLogger("benchmax.runner")
 
 MAX_RESTARTS = 3
 """Times the embedded model's server is restarted after dying mid-run, before the run stops."""
+EMBEDDED_TURN_HOLD = 1.0
+"""Seconds the embedded model waits for a rollout's next turn (its tools running) before serving another.
+
+The embedded server evaluates one prompt at a time and reuses its KV cache for
+a prompt that extends the last one, so a rollout's turns are served back to
+back: each turn then evaluates only the tool result and the new question, not
+the whole conversation (``HttpModelClient.keep_turns_together``)."""
 _WATCH_INTERVAL = 0.2
 
 
@@ -97,6 +105,7 @@ async def model_endpoint(
         await server.astart()
     except EmbeddedModelError as exc:
         raise EndpointError(str(exc)) from None
+    clients.http(server.base_url).keep_turns_together(hold=EMBEDDED_TURN_HOLD)
     supervisor = asyncio.create_task(_supervise(server, clients.gate(server.base_url)), name="benchmax-embedded")
     try:
         yield Endpoint(server.base_url, server.model, embedded=True, replicas=(server.base_url,))
@@ -211,7 +220,9 @@ class EndpointWatch:
     While a server is down the observer hears again every second, so the number
     of rollouts waiting stays current; with several replicas, an observer with an
     ``on_endpoints`` method hears each second how many requests each served
-    (from ``stats``, the executor's).
+    (from ``stats``, the executor's). An observer with an ``on_load`` method hears
+    each second how many rollouts are in flight (``in_flight``) and how many of
+    them wait for the model (requests queued in the clients).
     """
 
     REFRESH = 1.0
@@ -225,9 +236,11 @@ class EndpointWatch:
         stop: Callable[[str], None],
         *,
         stats: Stats | None = None,
+        in_flight: Callable[[], int] | None = None,
     ) -> None:
         self.source = source
         self.stats = stats
+        self.in_flight = in_flight
         self.endpoint = endpoint
         self.session = session
         self.observer = observer
@@ -270,9 +283,13 @@ class EndpointWatch:
         on_endpoints = getattr(self.observer, "on_endpoints", None)
         if len(self.endpoint.replicas) < 2 or self.stats is None:
             on_endpoints = None
+        on_load = getattr(self.observer, "on_load", None) if self.in_flight is not None else None
         while True:
-            if on_endpoints is not None and self.stats is not None:
-                on_endpoints(self.stats().get("endpoints") or {})
+            stats = self.stats() if self.stats is not None else {}
+            if on_endpoints is not None:
+                on_endpoints(stats.get("endpoints") or {})
+            if on_load is not None and self.in_flight is not None:
+                on_load(in_flight=self.in_flight(), waiting=int(stats.get("queued") or 0))
             await asyncio.sleep(self.REFRESH)
             for outage in self.source.outages():
                 if outage.ended_at is None and outage.endpoint in self.endpoint.replicas:

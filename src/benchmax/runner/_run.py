@@ -407,6 +407,7 @@ async def _schedule(
         observer if hasattr(observer, "on_outage") else None,
         stop,
         stats=executor.stats,
+        in_flight=lambda: len(tasks) * size,
     )
 
     async def run_group(key: GroupKey, example: Example[Any]) -> None:
