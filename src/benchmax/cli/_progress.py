@@ -21,7 +21,7 @@ from rich.text import Text
 from benchmax.cli._output import plural
 from benchmax.client import GateEvent, Outage
 from benchmax.engine import GroupResult
-from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+from benchmax.envs.logging import current_rollout_id
 
 
 def rate_text(done: int, seconds: float) -> str:
@@ -173,7 +173,7 @@ class _ConsoleLogs(logging.Handler):
             message = record.getMessage()
         except Exception:
             message = str(record.msg)
-        rollout = _CURRENT_ROLLOUT_ID.get()
+        rollout = current_rollout_id()
         where = f" (rollout {rollout})" if rollout else ""
         self.first[key] = message
         style = "red" if record.levelno >= logging.ERROR else "yellow"

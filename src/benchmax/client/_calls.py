@@ -29,7 +29,7 @@ from benchmax.client._cache import CacheSettings, ResponseCache, UncacheableRequ
 from benchmax.client._prices import PriceTable
 from benchmax.client._types import ChatResult, ModelClient
 from benchmax.envs import Usage
-from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+from benchmax.envs.logging import current_rollout_id
 
 logger = logging.getLogger("benchmax.client")
 
@@ -292,7 +292,7 @@ class CallLedger:
         auth: ModelAuth | None,
     ) -> ChatResult:
         model = str(body.get("model") or "")
-        current = _CURRENT_ROLLOUT_ID.get()
+        current = current_rollout_id()
         owner = current if current is not None else (rollout_id if role == "policy" else None)
         key = self._key(role, body, owner or rollout_id)
         if key is not None:

@@ -55,7 +55,7 @@ from benchmax.envs import (
     implements,
     settle_termination_reason,
 )
-from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+from benchmax.envs.logging import rollout_context
 
 logger = logging.getLogger("benchmax.engine")
 
@@ -307,8 +307,7 @@ class Engine:
         )
         attempt_token = _CURRENT_ATTEMPT.set(attempt)
         engine_token = RUNNING_ENGINE.set(self)
-        rollout_token = _CURRENT_ROLLOUT_ID.set(request.rollout_id)
-        with logs.capture(attempt.sink):
+        with rollout_context(request.rollout_id), logs.capture(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
                     if self.config.rollout_timeout is not None:
@@ -333,7 +332,6 @@ class Engine:
             except Exception as exc:
                 self._hook_failed(attempt, exc)
             finally:
-                _CURRENT_ROLLOUT_ID.reset(rollout_token)
                 RUNNING_ENGINE.reset(engine_token)
                 _CURRENT_ATTEMPT.reset(attempt_token)
             attempt.ended_at = time.time()

@@ -14,10 +14,22 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "attach_to_root", "group_context", "rollout_context"]
+__all__ = [
+    "_CURRENT_GROUP_RIDS",
+    "_CURRENT_ROLLOUT_ID",
+    "attach_to_root",
+    "current_rollout_id",
+    "group_context",
+    "rollout_context",
+]
 
 _CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollout_id", default=None)
 _CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar("benchmax_capture_group_rids", default=None)
+
+
+def current_rollout_id() -> str | None:
+    """The rollout the running code belongs to, if any: who to attribute a request or a log line to."""
+    return _CURRENT_ROLLOUT_ID.get()
 
 
 @contextmanager

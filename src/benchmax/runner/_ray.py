@@ -52,7 +52,8 @@ from benchmax.client import (
     merge_figures,
 )
 from benchmax.engine import EngineConfig, GroupResult
-from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
+from benchmax.envs import Environment, RolloutRequest, TerminationReason
+from benchmax.loading import EnvSpec
 from benchmax.runner._config import RunConfig
 from benchmax.runner._executor import LocalExecutor, failed_group
 

@@ -37,7 +37,6 @@ from benchmax.client import CacheSettings, CallFigures, CallLedger, PriceTable, 
 from benchmax.engine import Engine, EngineConfig, StoredRollout
 from benchmax.envs import (
     BaseEnv,
-    EnvSpec,
     EnvSpecError,
     Example,
     RolloutRequest,
@@ -46,6 +45,7 @@ from benchmax.envs import (
     TurnRecord,
     is_scorable,
 )
+from benchmax.loading import EnvSpec
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession

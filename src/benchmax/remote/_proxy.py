@@ -35,13 +35,21 @@ from typing import Any
 import orjson
 
 from benchmax.auth import redact_url
-from benchmax.envs import _wire as wire
-from benchmax.envs._errors import DatasetError, EnvSpecError, ToolError
-from benchmax.envs._termination import TerminationReason
-from benchmax.envs._types import DatasetSplit, JsonRow, RewardMap, Tool
-from benchmax.envs.base.env import BaseEnv, BaseRollout
-from benchmax.envs.logging import _CURRENT_ROLLOUT_ID
+from benchmax.envs import (
+    BaseEnv,
+    BaseRollout,
+    DatasetError,
+    DatasetSplit,
+    EnvSpecError,
+    JsonRow,
+    RewardMap,
+    TerminationReason,
+    Tool,
+    ToolError,
+)
+from benchmax.envs.logging import current_rollout_id
 from benchmax.envs.shared_types import Example, RolloutFailure, ValidationDiagnostic
+from benchmax.remote import wire
 
 logger = logging.getLogger("benchmax.envs.remote")
 
@@ -152,7 +160,7 @@ class RemoteEnv(BaseEnv):
 
     async def list_tools(self) -> list[Tool]:
         """The tools the rollout's session was opened with, else the server's current list."""
-        rollout_id = _CURRENT_ROLLOUT_ID.get()
+        rollout_id = current_rollout_id()
         session = self._sessions.get(rollout_id) if rollout_id else None
         if session is not None:
             return self._same_tools(session.tools)
