@@ -30,7 +30,7 @@ def test_the_table_holds_every_0_2_5_module_and_name():
 
 @pytest.mark.parametrize("path", sorted(MODULES))
 def test_a_0_2_x_path_is_a_file_or_served_never_both(path):
-    parent, _, leaf = path.rpartition(".")
+    parent = path.rpartition(".")[0]
     search = getattr(importlib.import_module(parent), "__path__", None)
     spec = importlib.machinery.PathFinder.find_spec(path, search)
     if MODULES[path].names:
@@ -64,13 +64,12 @@ def test_a_served_module_gives_each_name_the_object_at_its_home(path):
 
 
 def test_served_classes_keep_identity_and_pickle_by_their_home():
-    from benchmax.envs.harbor.env import HarborEnv
-    from benchmax.rewards.judge import Judge
-    from benchmax.sft.issues import SftIssue
-
     import benchmax.harbor
     import benchmax.rewards
     import benchmax.sft
+    from benchmax.envs.harbor.env import HarborEnv
+    from benchmax.rewards.judge import Judge
+    from benchmax.sft.issues import SftIssue
 
     assert HarborEnv is benchmax.harbor.HarborEnv
     assert Judge is benchmax.rewards.Judge
