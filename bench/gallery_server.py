@@ -19,7 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from benchmax.cli._eval import parse_env_args
-from benchmax.envs import EnvSpec
+from benchmax.loading import EnvSpec
 from benchmax.testing import ScriptedServer
 
 

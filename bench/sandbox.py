@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from benchmax.engine import Engine, EngineConfig  # noqa: E402
-from benchmax.envs import EnvSpec, RolloutRequest  # noqa: E402
+from benchmax.envs import RolloutRequest  # noqa: E402
+from benchmax.loading import EnvSpec  # noqa: E402
 from benchmax.sandbox import BwrapProvider, DockerProvider, SandboxPool, SandboxProvider  # noqa: E402
 from benchmax.testing import ScriptedServer  # noqa: E402
 

@@ -58,7 +58,7 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from benchmax.envs import load_env
+    from benchmax.loading import load_env
     from benchmax.train import eval_policy, load_policy_model
     from benchmax.train.adapters import VerlRewardAdapter
 

@@ -2,7 +2,11 @@
 
 envs (the contract) <- client <- engine <- runner <- faces (cli, train, inspector); rewards and
 tools sit beside the contract for env code; store is beside the runner and the inspector reads
-only the store. Every import in ``src/benchmax`` is checked, lazy ones inside functions included.
+only the store. Loading an env (loading), a served env and its wire format (remote) and Hugging
+Face datasets (hf) sit on the contract; the shipped envs (harbor, rag) are env code like anyone's.
+Every import in ``src/benchmax`` is checked, lazy ones inside functions included, with no
+exceptions list: no import against the flow, and no private name (``_module`` or ``_name``)
+imported from another package.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "benchmax"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "aio": set(),
+    "compat": set(),
     "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
-    "envs.harbor": {"envs", "sandbox", "auth", "errors"},
+    "remote": {"envs", "auth", "errors"},
+    "loading": {"envs", "remote", "errors"},
+    "hf": {"envs", "errors"},
     "client": {"envs", "auth", "errors"},
     "sandbox": {"envs", "aio", "errors"},
+    "harbor": {"envs", "sandbox", "auth", "errors"},
     "testing": {"envs", "client", "errors"},
     "rewards": {"envs", "client", "sandbox", "auth", "errors"},
     "tools": {"envs", "errors"},
@@ -31,16 +39,18 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"envs", "client", "auth", "errors"},
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
-    "runner": {"envs", "client", "engine", "store", "local", "auth", "aio", "errors"},
+    "runner": {"envs", "loading", "client", "engine", "store", "local", "auth", "aio", "errors"},
     "inspector": {"store", "auth", "errors"},
-    "serve": {"envs", "inspector", "errors"},
-    "train": {"runner", "engine", "client", "envs", "local", "auth", "aio", "errors"},
+    "serve": {"envs", "loading", "remote", "inspector", "errors"},
+    "train": {"runner", "engine", "client", "envs", "loading", "local", "auth", "aio", "errors"},
     "cli": {
         "runner",
         "store",
         "engine",
         "client",
         "envs",
+        "loading",
+        "remote",
         "inspector",
         "serve",
         "train",
@@ -49,24 +59,19 @@ ALLOWED: dict[str, set[str]] = {
         "auth",
         "errors",
     },
-    "__init__": {"runner", "store", "errors"},
+    "__init__": {"compat", "runner", "store", "errors"},
 }
 """What each package may import besides itself. ``envs`` reaches the engine only through the
 registry in ``envs/_runtime.py`` (by name, at run time), never by an import. ``serve`` (an env over
 HTTP) is a face beside the inspector: it holds an env (the contract) and no engine (the model loop
-runs at the client, through ``envs.RemoteEnv``), and it reuses the inspector's access rule (loopback
-only, a token for anything else) rather than keeping a second one."""
-
-
-SHIPPED_ENVS = {("envs", "harbor")}
-"""Envs that live under ``envs/`` for 0.2.x's import paths: env code, not the contract, so they may use
-what env code uses (sandboxes) while the contract itself may not."""
+runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``), and it
+reuses the inspector's access rule (loopback only, a token for anything else) rather than keeping a
+second one. ``compat`` imports nothing: it names 0.2.x's homes by string and is installed by
+``benchmax/__init__.py``."""
 
 
 def _package(path: Path) -> str:
     relative = path.relative_to(SRC)
-    if tuple(relative.parts[:2]) in SHIPPED_ENVS:
-        return ".".join(relative.parts[:2])
     return (
         relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 or relative.stem != "__init__" else "__init__"
     )
@@ -84,6 +89,10 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return [(line, name) for line, name in found if name == "benchmax" or name.startswith("benchmax.")]
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
 FILES = sorted(SRC.rglob("*.py"))
 
 
@@ -92,23 +101,49 @@ def test_every_package_of_src_is_placed_in_the_flow():
     assert packages <= set(ALLOWED), f"place {sorted(packages - set(ALLOWED))} in ALLOWED"
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(SRC)))
-def test_imports_follow_the_flow_and_meet_at_package_surfaces(path):
-    own = _package(path)
+def _problems(path: Path, own: str) -> list[str]:
     problems = []
-    modules = {str(module.relative_to(SRC.parent)).removesuffix(".py").replace("/", ".") for module in FILES}
     for line, name in _imports(path):
         parts = name.split(".")
         if len(parts) < 2:
             continue
-        target = parts[1]
-        if own in {".".join(shipped) for shipped in SHIPPED_ENVS} and tuple(parts[1:3]) in SHIPPED_ENVS:
-            target = own
+        target = parts[1].removesuffix(".py")
         if target == own or target == "__version__":
             continue
         if target not in ALLOWED.get(own, set()):
-            problems.append(f"{path.relative_to(SRC)}:{line} imports {name}: {own} may not depend on {target}")
-        private = [part for part in parts[2:] if part.startswith("_") and not part.startswith("__")]
-        if private and ".".join(parts[: parts.index(private[0]) + 1]) in modules:
-            problems.append(f"{path.relative_to(SRC)}:{line} imports {name}: use {target}'s package surface")
+            problems.append(f"{path.name}:{line} imports {name}: {own} may not depend on {target}")
+        if any(_private(part) for part in parts[1:]):
+            problems.append(f"{path.name}:{line} imports {name}: a private name of {target}")
+    return problems
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(SRC)))
+def test_imports_follow_the_flow_and_meet_at_package_surfaces(path):
+    problems = _problems(path, _package(path))
     assert not problems, "\n".join(problems)
+
+
+def test_the_check_finds_an_up_arrow_and_each_kind_of_private_name(tmp_path):
+    """Written as if it were in ``envs``: the import of a sandbox (what ``envs/harbor`` did), a private
+    name of a public module, a private module, and a lazy import inside a function are all found."""
+    module = tmp_path / "probe.py"
+    module.write_text(
+        "from benchmax.sandbox import Sandbox\n"
+        "from benchmax.auth import _redact\n"
+        "from benchmax.client._calls import call\n"
+        "def later():\n"
+        "    import benchmax.engine\n"
+        "from benchmax.envs._types import Tool\n"
+        "from benchmax import __version__\n"
+    )
+    problems = _problems(module, "envs")
+    assert problems == [
+        "probe.py:1 imports benchmax.sandbox: envs may not depend on sandbox",
+        "probe.py:1 imports benchmax.sandbox.Sandbox: envs may not depend on sandbox",
+        "probe.py:2 imports benchmax.auth._redact: a private name of auth",
+        "probe.py:3 imports benchmax.client._calls: envs may not depend on client",
+        "probe.py:3 imports benchmax.client._calls: a private name of client",
+        "probe.py:3 imports benchmax.client._calls.call: envs may not depend on client",
+        "probe.py:3 imports benchmax.client._calls.call: a private name of client",
+        "probe.py:5 imports benchmax.engine: envs may not depend on engine",
+    ]

@@ -8,6 +8,10 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from benchmax import compat
+
+compat.install()
+
 try:
     __version__ = version("benchmax")
 except PackageNotFoundError:

@@ -3,7 +3,7 @@
 The suite comes from 0.2.5's PyPI sdist, fetched at install time (``.ci/run``);
 see ``upstream_suite.py`` for how it is run and ``upstream_exclusions.toml`` for
 what is left out and why. The Harbor tests need Python 3.12+ and run in the
-Harbor root (``tests/envs/harbor/test_upstream_harbor_suite.py``).
+Harbor root (``tests/harbor_env/test_upstream_harbor_suite.py``).
 """
 
 from __future__ import annotations

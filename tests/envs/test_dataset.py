@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from benchmax.envs import DatasetError, Example, ExampleStream
+from benchmax.envs import DatasetError, Example
 from benchmax.envs.dataset import Dataset, PackedExamples
 from benchmax.envs.identity import canonical_example_id
+from benchmax.loading import ExampleStream
 
 
 @dataclasses.dataclass

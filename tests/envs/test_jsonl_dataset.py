@@ -9,16 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmax.envs import (
-    BaseEnv,
-    DatasetError,
-    Example,
-    JsonlDataset,
-    JsonRow,
-    ListDataset,
-    canonical_example_id,
-    collect_examples,
-)
+from benchmax.envs import BaseEnv, DatasetError, Example, JsonlDataset, JsonRow, ListDataset, canonical_example_id
+from benchmax.loading import collect_examples
 
 
 def row(text: str, **fields: object) -> dict:

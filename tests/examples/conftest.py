@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.envs import EnvSpec
+from benchmax.loading import EnvSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.envs import DatasetError, EnvSpec, RolloutFailure, RolloutRequest, ToolError
+from benchmax.envs import DatasetError, RolloutFailure, RolloutRequest, ToolError
+from benchmax.loading import EnvSpec
 from benchmax.runner import validate_env
 from benchmax.testing import ScriptedServer
 from benchmax.tools.mcp import MCP_ERROR, HttpServer, McpTools

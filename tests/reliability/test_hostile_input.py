@@ -35,9 +35,9 @@ from benchmax.envs import (
     TerminationReason,
     ToolError,
     check_prompt_messages,
-    example_location,
     is_scorable,
 )
+from benchmax.loading import example_location
 from benchmax.runner import RunConfig, arun
 from benchmax.store import export_run
 from benchmax.testing import ScriptedServer

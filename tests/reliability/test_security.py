@@ -16,8 +16,9 @@ from aiohttp import web
 from starlette.testclient import TestClient
 
 from benchmax import open_run
-from benchmax.envs import DatasetError, EnvSpec, EnvSpecError, JsonlDataset, resolve_under
+from benchmax.envs import DatasetError, EnvSpecError, JsonlDataset, resolve_under
 from benchmax.inspector import create_app, export_static
+from benchmax.loading import EnvSpec
 from benchmax.store import export_run
 from benchmax.testing import ScriptedServer
 

@@ -401,7 +401,7 @@ async def test_diversity_divides_rewards_by_cluster_size():
     assert scaled == [{"r": 0.5}, {"r": 0.5}, {"r": 0.5}]
     assert await cluster_texts([], NgramDiversityConfig()) == ClusterResult((), ())
     assert await cluster_texts(["solo"], NgramDiversityConfig()) == ClusterResult(("0",), (1.0,))
-    with pytest.raises(ValueError, match="must match"):
+    with pytest.raises(ValueError, match="must be the same length"):
         await scale_by_diversity([{}], [], NgramDiversityConfig())
     with pytest.raises(ValueError, match="similarity_threshold"):
         NgramDiversityConfig(similarity_threshold=2)

@@ -137,7 +137,8 @@ def test_runs_from_before_provenance_are_a_note_not_a_warning():
 
 
 HF_ENV = '''
-from benchmax.envs import BaseEnv, HFDataset
+from benchmax.envs import BaseEnv
+from benchmax.hf import HFDataset
 from benchmax.rewards import extract_completion_text
 
 

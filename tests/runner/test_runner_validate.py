@@ -7,7 +7,7 @@ import json
 import pytest
 from runkit import GOOD_LINE, write_checked_env
 
-from benchmax.envs import EnvSpec
+from benchmax.loading import EnvSpec
 from benchmax.runner import Report, validate_env
 
 BAD_SCHEMA = '[{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integr"}}}}}]'  # noqa: E501

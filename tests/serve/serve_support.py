@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from benchmax.envs import wire
+from benchmax.remote import wire
 from benchmax.testing import free_port
 
 SUPPORT = Path(__file__).parent / "support"

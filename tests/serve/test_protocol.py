@@ -11,7 +11,7 @@ import os
 import httpx
 from serve_support import events, mixed_rows
 
-from benchmax.envs import wire
+from benchmax.remote import wire
 
 
 def _example(server, index=0):

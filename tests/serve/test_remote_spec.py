@@ -6,7 +6,9 @@ import pytest
 from runkit import run_cli
 from serve_support import mixed_rows
 
-from benchmax.envs import EnvSpec, EnvSpecError, RemoteEnv, implements
+from benchmax.envs import EnvSpecError, implements
+from benchmax.loading import EnvSpec
+from benchmax.remote import RemoteEnv
 from benchmax.testing import ScriptedServer, free_port
 
 

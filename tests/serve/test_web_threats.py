@@ -19,7 +19,7 @@ from serve_support import events, mixed_rows, scripted
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from benchmax.envs import wire
+from benchmax.remote import wire
 
 FOREIGN = "http://evil.example"
 

@@ -16,7 +16,7 @@ from benchmax.auth import bind_model_auth
 from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, EnvArgument, parse_auth, parse_env_args
 from benchmax.cli._output import command_line, error_line
 from benchmax.cli._scaffold import Names, test_command, write_directory, write_package
-from benchmax.envs import EnvSpec, installed_envs
+from benchmax.loading import EnvSpec, installed_envs
 from benchmax.runner import validate_env
 
 console = Console()

@@ -3,25 +3,15 @@
 Every public name of benchmax 0.2.x imports from here (and from its 0.2.x
 module paths: ``benchmax.envs.base``, ``.dataset``, ``.environment``,
 ``.identity``, ``.shared_types``, ``.logging``), plus the vocabulary the rest of
-benchmax shares: termination reasons, message text, records, the env loader.
+benchmax shares: termination reasons, message text, records. Nothing else lives
+here: loading an env is :mod:`benchmax.loading`, a served env and its wire format
+:mod:`benchmax.remote`, Hugging Face datasets :mod:`benchmax.hf`, the shipped envs
+:mod:`benchmax.harbor` and :mod:`benchmax.rag`; 0.2.x's other module paths are
+served by :mod:`benchmax.compat`.
 """
 
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
-from benchmax.envs import _wire as wire
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
-from benchmax.envs._hf import HFDataset
-from benchmax.envs._loading import (
-    EnvSpec,
-    ExampleStream,
-    collect_examples,
-    data_directories,
-    data_directory,
-    example_location,
-    load_env,
-    locate_dataset,
-    open_dataset,
-    open_examples,
-)
 from benchmax.envs._messages import (
     CHAT_ROLES,
     check_prompt_messages,
@@ -31,9 +21,7 @@ from benchmax.envs._messages import (
     tool_error_ids,
     tool_message,
 )
-from benchmax.envs._packages import ENTRY_POINT_GROUP, InstalledEnv, installed_envs
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
-from benchmax.envs._remote import RemoteDataset, RemoteEnv, is_remote_spec
 from benchmax.envs._runtime import register_engine
 from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
 from benchmax.envs._termination import (
@@ -55,7 +43,7 @@ from benchmax.envs._types import (
     Tool,
 )
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
-from benchmax.envs.base.dataset import collect_dataset_problems
+from benchmax.envs.base.dataset import collect_dataset_problems, collecting_dataset_problems
 from benchmax.envs.base.env import check_env_definition, implements
 from benchmax.envs.dataset import (
     Dataset,
@@ -78,7 +66,6 @@ from benchmax.envs.shared_types import (
 
 __all__ = [
     "CHAT_ROLES",
-    "ENTRY_POINT_GROUP",
     "MAX_REWARD_COMPONENTS",
     "MAX_REWARD_NAME_CHARS",
     "SCORABLE_REASONS",
@@ -90,15 +77,11 @@ __all__ = [
     "DatasetNotFound",
     "DatasetSplit",
     "EnvDefinitionError",
-    "EnvSpec",
     "EnvSpecError",
     "Environment",
     "Example",
-    "ExampleStream",
-    "HFDataset",
     "HoldClock",
     "InjectedAuth",
-    "InstalledEnv",
     "JsonRow",
     "JsonlDataset",
     "ListDataset",
@@ -107,8 +90,6 @@ __all__ = [
     "Messages",
     "ModelAuth",
     "ModelRequestContext",
-    "RemoteDataset",
-    "RemoteEnv",
     "RewardMap",
     "RolloutAttempt",
     "RolloutFailure",
@@ -129,26 +110,17 @@ __all__ = [
     "check_group",
     "check_prompt_messages",
     "collect_dataset_problems",
-    "collect_examples",
+    "collecting_dataset_problems",
     "collector_paused",
     "completion_text",
     "content_text",
     "current_scope",
-    "data_directories",
-    "data_directory",
     "enter_scope",
-    "example_location",
     "group_scope",
     "implements",
-    "installed_envs",
     "is_content_part",
-    "is_remote_spec",
     "is_scorable",
     "is_scored",
-    "load_env",
-    "locate_dataset",
-    "open_dataset",
-    "open_examples",
     "register_engine",
     "resolve_dataset_path",
     "resolve_under",
@@ -158,5 +130,4 @@ __all__ = [
     "tool_error_ids",
     "tool_message",
     "validate_max_examples",
-    "wire",
 ]

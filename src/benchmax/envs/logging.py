@@ -17,7 +17,19 @@ from benchmax.envs._scope import CURRENT_GROUP_RIDS as _CURRENT_GROUP_RIDS
 from benchmax.envs._scope import CURRENT_ROLLOUT_ID as _CURRENT_ROLLOUT_ID
 from benchmax.envs._scope import group_scope, rollout_scope
 
-__all__ = ["_CURRENT_GROUP_RIDS", "_CURRENT_ROLLOUT_ID", "attach_to_root", "group_context", "rollout_context"]
+__all__ = [
+    "_CURRENT_GROUP_RIDS",
+    "_CURRENT_ROLLOUT_ID",
+    "attach_to_root",
+    "current_rollout_id",
+    "group_context",
+    "rollout_context",
+]
+
+
+def current_rollout_id() -> str | None:
+    """The rollout the running code belongs to, if any: who to attribute a request or a log line to."""
+    return _CURRENT_ROLLOUT_ID.get()
 
 
 @contextmanager

@@ -29,7 +29,8 @@ from typing import Any
 
 from benchmax import __version__
 from benchmax.auth import redact_url
-from benchmax.envs import EnvSpec, SamplingParams
+from benchmax.envs import SamplingParams
+from benchmax.loading import EnvSpec
 from benchmax.runner._digest import FileDigests
 
 MAX_SOURCE_FILES = 256

@@ -51,7 +51,8 @@ from benchmax.client import (
     PriceTable,
 )
 from benchmax.engine import EngineConfig, GroupResult, StoredRollout
-from benchmax.envs import Environment, EnvSpec, RolloutRequest, TerminationReason
+from benchmax.envs import Environment, RolloutRequest, TerminationReason
+from benchmax.loading import EnvSpec
 from benchmax.runner._config import RunConfig
 from benchmax.runner._executor import LocalExecutor, RolloutSlots, failed_group
 

@@ -40,7 +40,6 @@ from benchmax.client import CacheSettings, CallFigures, PriceTable, calls_to_met
 from benchmax.engine import EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import (
     BaseEnv,
-    EnvSpec,
     EnvSpecError,
     Example,
     RolloutRequest,
@@ -49,6 +48,7 @@ from benchmax.envs import (
     TurnRecord,
     is_scorable,
 )
+from benchmax.loading import EnvSpec
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin

@@ -25,18 +25,9 @@ from typing import Any, Protocol
 from benchmax.auth import ModelAuth, StaticBearerAuth, redact_url
 from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
-from benchmax.envs import (
-    DatasetError,
-    Environment,
-    EnvSpec,
-    Example,
-    RolloutRequest,
-    SamplingParams,
-    TerminationReason,
-    data_directories,
-    open_examples,
-)
+from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
 from benchmax.errors import BenchmaxError
+from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor

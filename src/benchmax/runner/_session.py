@@ -23,7 +23,8 @@ from typing import Any, Literal
 from benchmax import __version__
 from benchmax.client import CallLog, Outage, total_usd
 from benchmax.engine import GroupResult
-from benchmax.envs import Example, ExampleStream
+from benchmax.envs import Example
+from benchmax.loading import ExampleStream
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.store import (
     DB_NAME,

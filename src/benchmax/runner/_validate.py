@@ -28,7 +28,6 @@ from benchmax.envs import (
     DatasetError,
     EnvDefinitionError,
     Environment,
-    EnvSpec,
     EnvSpecError,
     Example,
     RolloutRequest,
@@ -36,12 +35,10 @@ from benchmax.envs import (
     check_env_definition,
     check_prompt_messages,
     collect_dataset_problems,
-    data_directories,
-    example_location,
     implements,
-    locate_dataset,
     to_example,
 )
+from benchmax.loading import EnvSpec, data_directories, example_location, locate_dataset
 
 _HOOKS = ("create_dataset", "compute_reward", "compute_group_rewards", "list_tools", "run_tool", "aclose")
 _SYNTHETIC_ANSWER = "benchmax validate: a synthetic final answer"

@@ -1,7 +1,7 @@
 """``benchmax serve``: an env over HTTP, for a remote ``benchmax eval`` or an OpenEnv client.
 
 The server holds the env's code, data and per-rollout resources; the client
-runs the model loop (:class:`benchmax.envs.RemoteEnv` is benchmax's own
+runs the model loop (:class:`benchmax.remote.RemoteEnv` is benchmax's own
 client). One session per rollout: made for an example (the env's
 ``rollout_context`` entered), tool calls in it, the finished transcript scored,
 torn down on every way out: by the client, when its WebSocket drops, idle past

@@ -3,7 +3,7 @@
 Every body is JSON, read up to ``max_request_bytes`` and checked here, at the
 boundary: a bad one is answered 4xx with ``{"error": {"code", "message"}}``
 naming the field. Calls into env code are answered 200 even when the env code
-raised: its error is the answer (see :mod:`benchmax.envs.wire`). The access
+raised: its error is the answer (see :mod:`benchmax.remote.wire`). The access
 rule is the inspector's (:class:`benchmax.inspector.AccessGuard`: loopback
 only, a token for what runs env code, no page at another origin), applied to
 WebSockets too. A POST must say its body is JSON: a web page can send a
@@ -26,8 +26,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
-from benchmax.envs import DatasetError, validate_max_examples, wire
+from benchmax.envs import DatasetError, validate_max_examples
 from benchmax.inspector import AccessGuard
+from benchmax.remote import wire
 from benchmax.serve import _openenv
 from benchmax.serve._service import EnvService
 from benchmax.serve._sessions import SessionError

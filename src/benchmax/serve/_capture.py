@@ -15,8 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmax.envs import wire
 from benchmax.envs.logging import attach_to_root, rollout_context
+from benchmax.remote import wire
 
 MAX_RECORDS = 1000
 """Records kept per call; past it they are counted, and the count is sent instead."""

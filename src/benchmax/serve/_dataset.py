@@ -1,7 +1,7 @@
 """A served env's splits, read in pages: the listing a remote run streams its dataset from.
 
 Each split (and ``max_examples``) is opened once, as a local run opens it
-(:func:`benchmax.envs.open_examples`: every example checked as it is read), and
+(:func:`benchmax.loading.open_examples`: every example checked as it is read), and
 read on from where the last page stopped; a page from elsewhere reads from the
 start again. Reading runs in a worker thread, one page at a time per split: a
 dataset may read files.
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs import DatasetSplit, Environment, Example, ExampleStream, open_examples
+from benchmax.envs import DatasetSplit, Environment, Example
+from benchmax.loading import ExampleStream, open_examples
 
 
 class _Cursor:

@@ -28,7 +28,8 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from benchmax.envs import TerminationReason, implements, wire
+from benchmax.envs import TerminationReason, implements
+from benchmax.remote import wire
 from benchmax.serve._service import EnvService
 from benchmax.serve._sessions import Session, SessionError
 

@@ -2,7 +2,7 @@
 
 Without ``--token`` a token is generated at start: beyond loopback it is printed
 once and guards every request; on loopback it is written to a file only the
-user can read (:func:`benchmax.envs.wire.token_path`), where a local proxy finds
+user can read (:func:`benchmax.remote.wire.token_path`), where a local proxy finds
 it, and guards what runs env code (sessions, tools, rewards, ``/ws``), so no web
 page and no other user on the machine can run the env's tools. ``--no-token``
 drops it on loopback only.
@@ -21,9 +21,11 @@ from typing import Any
 
 import uvicorn
 
-from benchmax.envs import BaseEnv, check_env_definition, implements, is_remote_spec, load_env, wire
+from benchmax.envs import BaseEnv, check_env_definition, implements
 from benchmax.errors import BenchmaxError
 from benchmax.inspector import bind, is_loopback, normalize_origin, resolve_token
+from benchmax.loading import load_env
+from benchmax.remote import is_remote_spec, wire
 from benchmax.serve import _capture
 from benchmax.serve._app import create_app
 from benchmax.serve._service import EnvService, ServeConfig

@@ -2,7 +2,7 @@
 
 Every answer is a JSON object carrying the log records env code emitted while
 it ran (``logs``). What env code raised is answered as the structured error the
-proxy turns back into a local run's record (:mod:`benchmax.envs.wire`); a
+proxy turns back into a local run's record (:mod:`benchmax.remote.wire`); a
 crash is logged here in the words the engine logs it with, so the rollout's
 logs read the same either way.
 """
@@ -16,17 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax import __version__
-from benchmax.envs import (
-    BaseEnv,
-    DatasetSplit,
-    Example,
-    RolloutFailure,
-    Tool,
-    ToolError,
-    implements,
-    wire,
-)
+from benchmax.envs import BaseEnv, DatasetSplit, Example, RolloutFailure, Tool, ToolError, implements
 from benchmax.envs.logging import group_context
+from benchmax.remote import wire
 from benchmax.serve._capture import Gathering, gathering
 from benchmax.serve._dataset import SplitPages
 from benchmax.serve._sessions import ContextFailed, Session, SessionTable

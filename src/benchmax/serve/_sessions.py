@@ -21,7 +21,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmax.envs import BaseEnv, DatasetSplit, Example, Tool, wire
+from benchmax.envs import BaseEnv, DatasetSplit, Example, Tool
+from benchmax.remote import wire
 from benchmax.serve._capture import Gathering, gathering
 
 logger = logging.getLogger("benchmax.serve")

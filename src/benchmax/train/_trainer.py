@@ -24,8 +24,9 @@ import orjson
 
 from benchmax.aio import LoopThread
 from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, data_directories, open_examples
+from benchmax.envs import BaseEnv, Example, SamplingParams
 from benchmax.errors import BenchmaxError
+from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.runner import RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy

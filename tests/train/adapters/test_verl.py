@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from benchmax.envs import EnvSpec
+from benchmax.loading import EnvSpec
 from benchmax.train.adapters import VerlRewardAdapter, to_verl_row
 
 FORMAT_ENV = Path(__file__).parents[3] / "examples" / "format"

@@ -24,7 +24,13 @@ from benchmax.envs._types import JsonRow
 from benchmax.envs.dataset import Dataset, convert_row, resolve_under, validate_max_examples
 from benchmax.envs.shared_types import Example
 
-__all__ = ["JsonRow", "JsonlDataset", "collect_dataset_problems", "resolve_dataset_path"]
+__all__ = [
+    "JsonRow",
+    "JsonlDataset",
+    "collect_dataset_problems",
+    "collecting_dataset_problems",
+    "resolve_dataset_path",
+]
 
 Payload = TypeVar("Payload")
 RowToExample = Callable[[JsonRow], "Example[Any] | Mapping[str, Any]"]
@@ -44,6 +50,11 @@ def collect_dataset_problems() -> Iterator[list[DatasetError]]:
         yield problems
     finally:
         _PROBLEMS.reset(token)
+
+
+def collecting_dataset_problems() -> list[DatasetError] | None:
+    """Where a dataset read inside ``collect_dataset_problems`` records each bad row, else ``None`` (stop at it)."""
+    return _PROBLEMS.get()
 
 
 def resolve_dataset_path(base_dir: Path, relative_path: str) -> Path:

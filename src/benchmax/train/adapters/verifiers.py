@@ -61,7 +61,7 @@ def register_env(name: str, env: BaseEnv) -> None:
 def _env(name: str) -> BaseEnv:
     env = _ENVS.get(name)
     if env is None:
-        from benchmax.envs import EnvSpec
+        from benchmax.loading import EnvSpec
 
         env = EnvSpec(name).load()
         refuse_group_rewards(env, "verifiers")
@@ -187,7 +187,7 @@ class BenchmaxHarness(vf.Harness[BenchmaxHarnessConfig]):
 def _dataset(env: BaseEnv, name: str, split: DatasetSplit, max_examples: int | None) -> list[Example]:
     """``create_dataset`` from sync code that may sit inside a running loop (verifiers
     iterates tasksets from async code), so it runs on a thread of its own."""
-    from benchmax.envs import EnvSpec
+    from benchmax.loading import EnvSpec
 
     base_dir = (None if name in _REGISTERED else EnvSpec(name).directory) or Path.cwd()
 

@@ -35,13 +35,21 @@ from typing import Any
 import orjson
 
 from benchmax.auth import redact_url
-from benchmax.envs import _wire as wire
-from benchmax.envs._errors import DatasetError, EnvSpecError, ToolError
-from benchmax.envs._scope import current_scope
-from benchmax.envs._termination import TerminationReason
-from benchmax.envs._types import DatasetSplit, JsonRow, RewardMap, Tool
-from benchmax.envs.base.env import BaseEnv, BaseRollout
+from benchmax.envs import (
+    BaseEnv,
+    BaseRollout,
+    DatasetError,
+    DatasetSplit,
+    EnvSpecError,
+    JsonRow,
+    RewardMap,
+    TerminationReason,
+    Tool,
+    ToolError,
+    current_scope,
+)
 from benchmax.envs.shared_types import Example, RolloutFailure, ValidationDiagnostic
+from benchmax.remote import wire
 
 logger = logging.getLogger("benchmax.envs.remote")
 

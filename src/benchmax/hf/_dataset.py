@@ -21,8 +21,7 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any, TypeVar
 
-from benchmax.envs._errors import DatasetError, DatasetNotFound
-from benchmax.envs.base.dataset import _PROBLEMS
+from benchmax.envs import DatasetError, DatasetNotFound, collecting_dataset_problems
 from benchmax.envs.dataset import Dataset, PackedExamples, convert_row, resolve_under, validate_max_examples
 from benchmax.envs.shared_types import Example
 
@@ -161,7 +160,7 @@ class HFDataset(Dataset[Payload]):
         self._row_to_example = None if row_to_example is Ellipsis else row_to_example
         self._parts = parts
         # validate reads a dataset inside collect_dataset_problems(); the passes come later.
-        self._problems = _PROBLEMS.get()
+        self._problems = collecting_dataset_problems()
         self._starts: list[int] = []
         self._segments: list[tuple[str, int]] = []
         self._examples_read: PackedExamples | None = None
@@ -206,7 +205,7 @@ class HFDataset(Dataset[Payload]):
         return self._examples_read
 
     def _stream(self) -> Iterator[Example[Any]]:
-        problems = _PROBLEMS.get()
+        problems = collecting_dataset_problems()
         if problems is None:
             problems = self._problems
         self._starts, self._segments, self.rows_read = [], [], 0

@@ -24,15 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvSpecError
-from benchmax.envs._messages import check_prompt_messages
-from benchmax.envs._packages import InstalledEnv, find_installed, installed_envs
-from benchmax.envs._remote import is_remote_spec, remote_env_class
-from benchmax.envs._types import DatasetSplit
-from benchmax.envs.base.env import BaseEnv
-from benchmax.envs.dataset import to_example
-from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import Example
+from benchmax.envs import (
+    BaseEnv,
+    DatasetError,
+    DatasetNotFound,
+    DatasetSplit,
+    Environment,
+    EnvSpecError,
+    Example,
+    check_prompt_messages,
+    to_example,
+)
+from benchmax.loading._packages import InstalledEnv, find_installed, installed_envs
+from benchmax.remote import is_remote_spec, remote_env_class
 
 ENV_FILES = ("env.py", "main.py")
 """What a directory spec loads, in this order (``main.py``: 0.2.x's examples)."""

@@ -10,20 +10,20 @@ not import Harbor; constructing a ``HarborEnv`` needs ``benchmax[harbor]``
 
 from typing import Any
 
-from benchmax.envs.harbor._bundled_agent import BundledAgentSource, BundledHarborAgent
-from benchmax.envs.harbor._credentials import (
+from benchmax.harbor._bundled_agent import BundledAgentSource, BundledHarborAgent
+from benchmax.harbor._credentials import (
     CustomSandboxCredentials,
     DaytonaCredentials,
     ModalCredentials,
     SandboxCredentials,
     sandbox_credentials_scope,
 )
-from benchmax.envs.harbor._dataset import HarborDataset
-from benchmax.envs.harbor._deps import require_harbor
-from benchmax.envs.harbor._env import HarborDiagnostic, HarborEnv
-from benchmax.envs.harbor._types import HarborTrialTemplate
+from benchmax.harbor._dataset import HarborDataset
+from benchmax.harbor._deps import require_harbor
+from benchmax.harbor._env import HarborDiagnostic, HarborEnv
+from benchmax.harbor._types import HarborTrialTemplate
 
-LOCAL_SANDBOX = "benchmax.envs.harbor:LocalSandboxEnvironment"
+LOCAL_SANDBOX = "benchmax.harbor:LocalSandboxEnvironment"
 """``EnvironmentConfig(import_path=LOCAL_SANDBOX)`` runs Harbor trials in benchmax's local sandbox."""
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "LocalSandboxEnvironment":  # a Harbor class: importing it imports Harbor
         require_harbor()
-        from benchmax.envs.harbor._local import LocalSandboxEnvironment
+        from benchmax.harbor._local import LocalSandboxEnvironment
 
         return LocalSandboxEnvironment
-    raise AttributeError(f"module 'benchmax.envs.harbor' has no attribute {name!r}")
+    raise AttributeError(f"module 'benchmax.harbor' has no attribute {name!r}")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig, VerifierConfig
 
-    from benchmax.envs.harbor._bundled_agent import BundledHarborAgent
+    from benchmax.harbor._bundled_agent import BundledHarborAgent
 
 _MULTIPLIERS = (
     "timeout_multiplier",

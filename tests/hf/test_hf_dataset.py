@@ -24,12 +24,12 @@ from benchmax.envs import (
     BaseEnv,
     DatasetError,
     DatasetNotFound,
-    HFDataset,
     JsonlDataset,
     canonical_example_id,
     collect_dataset_problems,
-    collect_examples,
 )
+from benchmax.hf import HFDataset
+from benchmax.loading import collect_examples
 
 
 def messages(text: str) -> list[dict[str, str]]:
@@ -232,7 +232,7 @@ def test_from_hf_reads_a_local_path_like_the_constructor(tmp_path):
 
 def test_a_hub_name_offline_fails_as_a_dataset_error_naming_it(tmp_path):
     code = (
-        "from benchmax.envs import HFDataset, DatasetError\n"
+        "from benchmax.envs import DatasetError\nfrom benchmax.hf import HFDataset\n"
         "d = HFDataset.from_hf('benchmax-tests/no-such-dataset', split='test')\n"
         "assert d.origin['hub'] == 'benchmax-tests/no-such-dataset' and d.source_files() == ()\n"
         "try:\n    list(d)\nexcept DatasetError as exc:\n    print('error:', exc)\n"

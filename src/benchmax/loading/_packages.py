@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs._errors import EnvSpecError
+from benchmax.envs import EnvSpecError
 
 ENTRY_POINT_GROUP = "benchmax.envs"
 """Installed env packages declare themselves here: ``name = "package.module:EnvClass"``."""

@@ -1,7 +1,7 @@
 """The wire form of an env served over HTTP: one definition for ``benchmax serve`` and its proxy.
 
 The server encodes what env code returned or raised; the proxy
-(:class:`benchmax.envs.RemoteEnv`) turns it back into what the engine expects
+(:class:`benchmax.remote.RemoteEnv`) turns it back into what the engine expects
 from a local env: a tool result, a ``ToolError``, a ``RolloutFailure`` with the
 reason and message a local run would record, the rollout's log records. So a
 remote run's records match a local run's. Everything is plain JSON.
@@ -20,13 +20,17 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs._errors import ToolError
-from benchmax.envs._messages import is_content_part
-from benchmax.envs._records import TurnRecord
-from benchmax.envs._termination import TerminationReason
-from benchmax.envs._types import SPLITS, DatasetSplit
-from benchmax.envs.base.env import BaseRollout
-from benchmax.envs.shared_types import Example, RolloutFailure
+from benchmax.envs import (
+    SPLITS,
+    BaseRollout,
+    DatasetSplit,
+    Example,
+    RolloutFailure,
+    TerminationReason,
+    ToolError,
+    TurnRecord,
+    is_content_part,
+)
 from benchmax.errors import BenchmaxError
 
 PROTOCOL = "benchmax-env/1"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.envs import EnvSpec, EnvSpecError
+from benchmax.envs import EnvSpecError
+from benchmax.loading import EnvSpec
 
 ENV_CLASS = """
 class {name}(BaseEnv):
@@ -146,7 +147,7 @@ def test_an_env_file_loads_under_a_readable_name_that_is_the_same_in_every_proce
 
     _write(tmp_path / "sql" / "env.py", _env_source("SqlEnv"))
     code = (
-        "import sys; from benchmax.envs import EnvSpec; "
+        "import sys; from benchmax.loading import EnvSpec; "
         f"cls = EnvSpec({str(tmp_path / 'sql')!r}).load_class(); print(cls.__module__ + '.' + cls.__qualname__)"
     )
     names = {

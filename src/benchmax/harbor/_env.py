@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from benchmax.envs import DatasetSplit, Environment, RolloutOutcome, RolloutRequest, TerminationReason
-from benchmax.envs.harbor._bundled_agent import BundledHarborAgent
-from benchmax.envs.harbor._credentials import SandboxCredentials, sandbox_credentials_scope
-from benchmax.envs.harbor._dataset import HarborDataset, check_eval_ratio
-from benchmax.envs.harbor._deps import require_harbor
-from benchmax.envs.harbor._types import HarborTrialTemplate
+from benchmax.harbor._bundled_agent import BundledHarborAgent
+from benchmax.harbor._credentials import SandboxCredentials, sandbox_credentials_scope
+from benchmax.harbor._dataset import HarborDataset, check_eval_ratio
+from benchmax.harbor._deps import require_harbor
+from benchmax.harbor._types import HarborTrialTemplate
 
 if TYPE_CHECKING:
     from harbor.models.job.config import DatasetConfig

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from benchmax.envs import DatasetError, Example, ListDataset
-from benchmax.envs.harbor._deps import require_harbor
+from benchmax.harbor._deps import require_harbor
 
 if TYPE_CHECKING:
     from harbor.models.job.config import DatasetConfig

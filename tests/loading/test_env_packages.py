@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmax.envs import EnvSpec, EnvSpecError, installed_envs, load_env
+from benchmax.envs import EnvSpecError
+from benchmax.loading import EnvSpec, installed_envs, load_env
 
 _numbers = itertools.count()
 
