@@ -45,10 +45,15 @@ def export_command(
             "--format", metavar=f"<{'|'.join(FORMATS)}>", callback=_export_format, help="The file format."
         ),
     ] = "jsonl",
-    output: Annotated[Path | None, typer.Option(help="Output file (default: RUN_DIR/rollouts.FORMAT).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Output file (default: RUN_DIR/rollouts.FORMAT).")
+    ] = None,
 ) -> None:
-    """Write every rollout to a file: transcript, rewards (raw and filled, the fill mask), its
-    advantage in its group, its example's fields, logs."""
+    """Write every rollout of a run to one file, for analysis outside benchmax.
+
+    Each rollout's transcript, its rewards (raw and filled, the fill mask), its
+    advantage in its group, its example's fields and its logs.
+    """
     with _open(run_dir) as run:
         target = output or run_dir / f"rollouts.{format}"
         try:
