@@ -216,7 +216,7 @@ class EndpointOptions:
         list[str] | None,
         typer.Option(
             metavar="URL",
-            help="OpenAI-compatible endpoint (…/v1); give it again for each replica of the model (requests are "
+            help="OpenAI-compatible endpoint (.../v1); give it again for each replica of the model (requests are "
             "spread over them); omit to run the embedded SmolLM2 model.",
             show_default=False,
         ),
