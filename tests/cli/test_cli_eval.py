@@ -172,9 +172,7 @@ def test_resume_refuses_a_different_env_and_a_changed_dataset(tmp_path, server):
 
     assert other_env.returncode == 2 and "resume continues the stored run as it was" in other_env.stdout
     assert changed.returncode == 2
-    assert "the dataset changed since this run started: first difference at index 1" in (
-        changed.stdout
-    )
+    assert "the dataset changed since this run started: first difference at index 1" in (changed.stdout)
 
 
 def test_the_request_limit_option_reaches_the_stored_engine_config(tmp_path, server):

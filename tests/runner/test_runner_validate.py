@@ -163,9 +163,9 @@ async def test_with_a_model_a_budget_stop_whose_reward_failed_is_a_problem(tmp_p
     report = await _validate(tmp_path / "env", base_url=server.base_url, model="scripted")
 
     assert [p.where.rsplit(" ", 1)[1] for p in report.problems] == ["validate#0", "validate#1"], report.notes
-    assert all(
-        p.message == "max_turns_exceeded: compute_reward raised KeyError: 'answer'" for p in report.problems
-    ), _lines(report)
+    assert all(p.message == "max_turns_exceeded: compute_reward raised KeyError: 'answer'" for p in report.problems), (
+        _lines(report)
+    )
 
 
 def _env(directory, body: str, lines: dict[str, str] | None = None):
@@ -217,12 +217,16 @@ async def test_a_reward_that_reads_a_field_some_rows_lack_is_found_without_a_mod
 
     (problem,) = report.problems
     assert problem.where == f"{env_file}:12"
-    assert problem.message == f"NewcomerEnv.compute_reward (eval example 1): raised KeyError: 'answer' (at {env_file}:13)"
+    assert (
+        problem.message == f"NewcomerEnv.compute_reward (eval example 1): raised KeyError: 'answer' (at {env_file}:13)"
+    )
     assert server.counts["requests"] == 0
 
 
 async def test_a_reward_that_returns_a_string_is_found_once_at_its_line_without_a_model(tmp_path):
-    env_file = _env(tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 'yes'}\n")
+    env_file = _env(
+        tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 'yes'}\n"
+    )
 
     report = await _validate(tmp_path / "env")
 
@@ -246,8 +250,7 @@ async def test_a_misspelt_role_and_a_required_property_that_is_not_declared_are_
 
     lines = _lines(report)
     assert any(
-        line.endswith("tool 'add' requires ['b'], which its parameters' properties do not declare")
-        for line in lines
+        line.endswith("tool 'add' requires ['b'], which its parameters' properties do not declare") for line in lines
     )
     assert any(
         "eval.jsonl:1: prompt_messages[0].role 'usr' is not a chat role; use one of system, developer" in line
@@ -267,7 +270,7 @@ async def test_every_bad_line_of_a_file_is_reported_not_only_the_first(tmp_path)
     assert found == ["2", "3", "5"]
 
 
-_HOOK_ENV = '''
+_HOOK_ENV = """
 import contextlib
 from benchmax.envs import BaseEnv, Dataset, Example
 
@@ -286,7 +289,7 @@ class HookEnv(BaseEnv):
     async def compute_reward(self, rollout):
         {reward}
         return {{"ok": 1.0}}
-'''
+"""
 
 
 @pytest.mark.parametrize(
