@@ -180,6 +180,8 @@ def test_validate_exits_2_on_a_wrong_command_line_only(tmp_path):
 
     bad_arg = run_cli("validate", tmp_path / "env", "--env-arg", "not-a-pair")
     unknown = run_cli("validate", tmp_path / "env", "--no-such-option")
+    nothing = run_cli("validate", tmp_path / "no-such-env")
     valid = run_cli("validate", tmp_path / "env")
 
-    assert (bad_arg.returncode, unknown.returncode, valid.returncode) == (2, 2, 0), valid.stdout
+    assert [r.returncode for r in (bad_arg, unknown, nothing, valid)] == [2, 2, 2, 0], nothing.stdout + valid.stdout
+    assert f"error: {tmp_path / 'no-such-env'}: " in nothing.stdout

@@ -58,7 +58,8 @@ def validate_command(
 
     Every problem is printed once, at its FILE:LINE. Exit status: 0 valid; 1 the env
     has problems (one that does not even import among them); 2 the command line is
-    wrong (an unknown option, a bad --env-arg or --auth).
+    wrong (ENV names no file, module or installed env; an unknown option, a bad
+    --env-arg or --auth).
     """
     spec = EnvSpec(env, env_options.kwargs())
     with bind_model_auth(env_options.providers()):
@@ -82,7 +83,7 @@ def validate_command(
     if not report.ok:
         count = len(report.problems)
         console.print(f"{count} problem{'' if count == 1 else 's'} found")
-        raise typer.Exit(1)  # what validate is for: the env has problems (2 is kept for a wrong command line)
+        raise typer.Exit(1 if report.found else 2)  # 2: ENV names nothing to check, a usage error
     console.print("[bold green]valid[/]")
 
 

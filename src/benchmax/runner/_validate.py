@@ -16,6 +16,7 @@ a problem that every synthetic rollout shares is reported once, naming them all.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
 import sys
@@ -69,6 +70,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     loaded: bool = False
     """Whether the env could be loaded and constructed (else nothing else was checked)."""
+    found: bool = True
+    """Whether ENV names something to check: a file or directory, an importable module, an
+    installed env. When it names nothing the command line is wrong, not an env."""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +101,7 @@ async def validate_env(
         cls = spec.load_class()
     except EnvSpecError as exc:
         report.problem(spec.spec, str(exc))
+        report.found = _names_something(spec)
         return report
     source = getattr(sys.modules.get(cls.__module__), "__file__", None)
     where = f"{source}:{cls.__qualname__}" if source else f"{cls.__module__}.{cls.__qualname__}"
@@ -142,6 +147,24 @@ async def validate_env(
         except Exception as exc:
             report.problem(f"{where}.aclose", f"raised {type(exc).__name__}: {exc}")
     return report
+
+
+def _names_something(spec: EnvSpec) -> bool:
+    """Whether ``spec`` names code that exists (then a failure to load it is the code's problem)."""
+    if spec.remote:
+        return False  # nothing answered there that could be checked
+    path = spec.spec.rpartition(":")[0] if re.search(r":\w+$", spec.spec) and len(spec.spec) > 2 else spec.spec
+    if Path(path).exists() or Path(spec.spec).exists():
+        return True
+    try:
+        if spec.installed() is not None:
+            return True
+    except EnvSpecError:
+        return True  # it names an installed env, of another version or beside a directory
+    try:
+        return importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _check_async_hooks(cls: type[Environment[Any, Any]], where: str, report: Report) -> None:
