@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runkit import run_cli
+from runkit import cli_env, run_cli
 
 from benchmax import __version__
 
@@ -60,3 +60,76 @@ def test_the_scripted_server_runs_as_a_module_without_a_runpy_warning():
 
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout and "RuntimeWarning" not in result.stderr
+
+
+COMMANDS = ("", "eval", "validate", "train", "export", "rescore", "diff", "inspect", "serve", "init", "list")
+
+
+def _help(command: str, *flag: str, columns: int = 80) -> str:
+    result = run_cli(*([command] if command else []), *(flag or ("-h",)), env=cli_env(COLUMNS=str(columns)))
+    assert result.returncode == 0, result.stdout
+    return result.stdout
+
+
+def test_every_help_page_takes_h_fits_80_columns_whole_and_names_no_python_type():
+    for command in COMMANDS:
+        text = _help(command)
+        assert text == _help(command, "--help"), command
+        assert "Usage:" in text, command
+        too_wide = [line for line in text.splitlines() if len(line) > 80]
+        assert not too_wide, (command, too_wide)
+        assert "…" not in text, (command, "something was cut")
+        for python_type in ("<list[", "<str>", "<int", "<float", "<path>", "<bool>", "int range", "float range"):
+            assert python_type not in text, (command, python_type)
+
+
+def test_eval_and_train_help_show_their_options_in_groups():
+    eval_help = _help("eval")
+    sections = {
+        "Env:": ("--env-arg", "--data-dir", "--auth"),
+        "Run:": ("--split", "--concurrency", "--run-dir", "--resume", "--max-failure-rate"),
+        "Model endpoint:": ("--base-url URL", "--model NAME", "--model-check / --no-model-check", "--api-key-env VAR"),
+        "Sampling:": ("--temperature", "--max-tokens", "--top-p", "--seed", "--extra-body"),
+        "Limits:": ("--request-timeout", "--max-outage", "--max-requests", "--max-content-chars"),
+        "Cache and cost:": ("--cache DIR|off", "--cache-judge", "--prices FILE", "--max-cost USD"),
+        "Executor:": ("--executor local|ray", "--ray-address", "--workers"),
+    }
+    _assert_sections(eval_help, sections)
+    train_help = _help("train")
+    _assert_sections(
+        train_help,
+        {
+            "Env:": ("--env-arg", "--data-dir", "--auth", "--max-examples"),
+            "GRPO:": ("--group-size", "--learning-rate", "--beta"),
+            "Sampling:": ("--temperature", "--top-p", "--max-tokens"),
+            "vLLM:": ("--vllm ", "--vllm-url"),
+        },
+    )
+
+
+def _assert_sections(text: str, sections: dict[str, tuple[str, ...]]) -> None:
+    """Each heading is there, and each of its options is listed under it, before the next heading."""
+    lines = text.splitlines()
+    headings = [index for index, line in enumerate(lines) if line and not line[0].isspace() and line.endswith(":")]
+    for heading, options in sections.items():
+        start = lines.index(heading)
+        end = next((index for index in headings if index > start), len(lines))
+        block = "\n".join(lines[start:end])
+        for option in options:
+            assert f"  {option}" in block, (heading, option, block)
+
+
+def test_the_command_list_gives_each_command_s_summary_whole():
+    text = _help("", columns=200)
+    export = next(line for line in text.splitlines() if line.strip().startswith("export "))
+    assert export.split("export", 1)[1].strip() == (
+        "Write every rollout of a run to one file, for analysis outside benchmax."
+    )
+
+
+def test_export_takes_o_for_its_output_file(tmp_path):
+    result = run_cli("export", tmp_path / "no-run", "-o", tmp_path / "out.jsonl")
+
+    assert result.returncode == 2
+    assert "No such option" not in result.stdout
+    assert "no benchmax run" in result.stdout or "does not exist" in result.stdout, result.stdout

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from runkit import GOOD_LINE, cli_env, run_cli, write_checked_env
 
 BAD_TOOL = '[{"type": "function", "function": {"name": "add", "parameters": {"type": "array"}}}]'
@@ -25,7 +26,7 @@ def test_validate_prints_every_problem_with_its_location_and_exits_1(tmp_path):
     assert result.returncode == 1, result.stdout
     errors = [line for line in result.stdout.splitlines() if line.startswith("error: ")]
     assert errors[0] == (
-        f"error: {where}.list_tools: CheckedEnv.list_tools()[0] ('add'): function.parameters must describe an "
+        f"error: {env_file.resolve()}:10: CheckedEnv.list_tools()[0] ('add'): function.parameters must describe an "
         "object (type: object)"
     )
     assert errors[1].startswith(f"error: {where}.create_dataset('train'): {data / 'train.jsonl'}:1: the payload needs")
@@ -34,13 +35,14 @@ def test_validate_prints_every_problem_with_its_location_and_exits_1(tmp_path):
     assert "3 problems found" in result.stdout
 
 
-def test_an_env_that_does_not_load_exits_2_from_validate_as_from_eval(tmp_path):
+def test_an_env_that_does_not_load_is_a_problem_for_validate_and_bad_input_for_eval(tmp_path):
+    """validate exits 1 on any problem of the env (it found what it looks for); eval 2 (it could not run)."""
     env_file = write_checked_env(tmp_path / "env", prelude="\n\nraise RuntimeError('half-written env')")
 
     result = run_cli("validate", tmp_path / "env")
     evaluated = run_cli("eval", tmp_path / "env", "--run-dir", tmp_path / "run", "--no-progress")
 
-    assert (result.returncode, evaluated.returncode) == (2, 2)
+    assert (result.returncode, evaluated.returncode) == (1, 2)
     assert f"{env_file}:4: importing it raised RuntimeError: half-written env" in result.stdout
     assert f"{env_file}:4: importing it raised RuntimeError: half-written env" in evaluated.stdout
     assert not (tmp_path / "run").exists()
@@ -141,3 +143,78 @@ def test_validate_counts_in_words_that_agree_with_the_number(tmp_path):
     assert "ok eval: 1 example checked" in lines
     assert "ok eval: reward hooks ran on 1 synthetic rollout" in lines
     assert "(s)" not in result.stdout
+
+
+RAISING_TOOL = """
+from benchmax.envs import BaseEnv, JsonlDataset
+
+
+class ToolEnv(BaseEnv):
+    max_turns = 2
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
+
+    async def list_tools(self):
+        parameters = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+        return [{"type": "function", "function": {"name": "add", "parameters": parameters}}]
+
+    async def run_tool(self, rollout_id, tool_name, **args):
+        return args["b"] + 1
+
+    async def compute_reward(self, rollout):
+        return {"ok": 1.0}
+"""
+
+
+def _raising_tool(directory):
+    directory.mkdir()
+    (directory / "env.py").write_text(RAISING_TOOL)
+    for split in ("train", "eval"):
+        (directory / f"{split}.jsonl").write_text((GOOD_LINE + "\n") * 5)
+    return (directory / "env.py").resolve(), 15
+
+
+def _bad_reward(directory):
+    env_file = write_checked_env(directory, splits={split: (GOOD_LINE + "\n") * 5 for split in ("train", "eval")})
+    env_file.write_text(env_file.read_text().replace('{"ok": 1.0}', '{"ok": "yes"}'))
+    return env_file.resolve(), 13
+
+
+def _syntax_error(directory):
+    return write_checked_env(directory, prelude="def broken(:").resolve(), 2
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda d: (write_checked_env(d, max_turns="None").resolve(), 5), "CheckedEnv.max_turns is not set"),
+        (lambda d: (write_checked_env(d, tools=BAD_TOOL).resolve(), 10), "function.parameters must describe an object"),
+        (_bad_reward, "compute_reward (train examples 0-4, eval examples 0-4): returned 'ok'='yes' (str)"),
+        (_raising_tool, "ToolEnv.run_tool('add', a=0) raised KeyError: 'b' (at {file}:16); in a run this ends"),
+        (_syntax_error, "importing it raised SyntaxError"),
+    ],
+    ids=["missing-max-turns", "invalid-tool-schema", "bad-reward", "run-tool-raises", "syntax-error"],
+)
+def test_validate_names_each_problem_once_at_its_file_and_line_and_exits_1(tmp_path, make, says):
+    env_file, line = make(tmp_path / "env")
+
+    result = run_cli("validate", tmp_path / "env")
+
+    assert result.returncode == 1, result.stdout
+    (error,) = [text for text in result.stdout.splitlines() if text.startswith("error: ")]
+    assert f"{env_file}:{line}: " in error, error
+    assert says.format(file=env_file) in error, error
+    assert result.stdout.splitlines()[-1] == "1 problem found"
+
+
+def test_validate_exits_2_on_a_wrong_command_line_only(tmp_path):
+    write_checked_env(tmp_path / "env")
+
+    bad_arg = run_cli("validate", tmp_path / "env", "--env-arg", "not-a-pair")
+    unknown = run_cli("validate", tmp_path / "env", "--no-such-option")
+    nothing = run_cli("validate", tmp_path / "no-such-env")
+    valid = run_cli("validate", tmp_path / "env")
+
+    assert [r.returncode for r in (bad_arg, unknown, nothing, valid)] == [2, 2, 2, 0], nothing.stdout + valid.stdout
+    assert f"error: {tmp_path / 'no-such-env'}: " in nothing.stdout

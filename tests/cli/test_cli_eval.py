@@ -172,9 +172,7 @@ def test_resume_refuses_a_different_env_and_a_changed_dataset(tmp_path, server):
 
     assert other_env.returncode == 2 and "resume continues the stored run as it was" in other_env.stdout
     assert changed.returncode == 2
-    assert "the dataset changed since this run started: first difference at index 1" in (
-        changed.stdout
-    )
+    assert "the dataset changed since this run started: first difference at index 1" in (changed.stdout)
 
 
 def test_the_request_limit_option_reaches_the_stored_engine_config(tmp_path, server):
@@ -214,12 +212,41 @@ def test_the_failure_rate_threshold_decides_the_exit_code(tmp_path, server, rate
 
 
 def test_an_error_after_the_live_progress_starts_on_its_own_line(tmp_path, server):
-    result = run_cli("eval", tmp_path / "nothere.py", "--base-url", server.base_url, "--run-dir", tmp_path / "r1")
+    write_split(tmp_path / "data", [row("1", "one")])
+
+    result = run_cli(
+        "eval", ENV_SPEC, "--data-dir", tmp_path / "data", "--base-url", server.base_url, "--model", "nope",
+        "--run-dir", tmp_path / "r1",
+    )  # fmt: skip
 
     assert result.returncode == 2
     lines = result.stdout.splitlines()
     assert any(line.startswith("tokens") for line in lines), "the live progress block was shown"
-    assert f"error: {tmp_path / 'nothere.py'}: env file not found" in lines
+    assert any(line.startswith("error: --model nope: ") for line in lines), result.stdout
+
+
+@pytest.mark.parametrize("broken", ["env", "row"])
+def test_an_env_or_a_dataset_that_fails_prints_only_its_error_and_leaves_no_run(tmp_path, server, broken):
+    """No banner, no run dir, no progress block, no model request: the error alone, before anything starts."""
+    write_split(tmp_path / "data", [row("1", "one"), row("2", "two")])
+    env = ENV_SPEC
+    if broken == "env":
+        env = str(tmp_path / "nothere.py")
+        expected = f"error: {tmp_path / 'nothere.py'}: env file not found"
+    else:
+        with (tmp_path / "data" / "eval.jsonl").open("a") as data:
+            data.write("{oops\n")
+        expected = f"error: {tmp_path / 'data' / 'eval.jsonl'}:3: invalid JSON"
+
+    result = run_cli(
+        "eval", env, "--data-dir", tmp_path / "data", "--base-url", server.base_url, "--run-dir", tmp_path / "r1"
+    )
+
+    assert result.returncode == 2
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(expected), result.stdout
+    assert not (tmp_path / "r1").exists()
+    assert server.counts["models"] == server.counts["requests"] == 0
 
 
 def test_a_run_where_every_example_passes_says_so_instead_of_listing_them(tmp_path, server):

@@ -43,21 +43,22 @@ async def test_an_import_error_is_reported_with_the_file_and_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("options", "message"),
+    ("options", "message", "line"),
     [
-        ({"reward": False}, "CheckedEnv implements neither compute_reward nor compute_group_rewards"),
-        ({"max_turns": "0"}, "CheckedEnv.max_turns must be a positive int, got 0"),
-        ({"max_turns": "None"}, "CheckedEnv.max_turns is not set"),
+        ({"reward": False}, "CheckedEnv implements neither compute_reward nor compute_group_rewards", 4),
+        ({"max_turns": "0"}, "CheckedEnv.max_turns must be a positive int, got 0", 5),
+        ({"max_turns": "None"}, "CheckedEnv.max_turns is not set", 5),
     ],
     ids=["no-scoring-hook", "zero-max-turns", "unset-max-turns"],
 )
-async def test_an_unusable_env_definition_is_reported_against_the_class(tmp_path, options, message):
+async def test_an_unusable_env_definition_is_reported_at_its_file_and_line(tmp_path, options, message, line):
+    """At the attribute's line when the message names one, else at the ``class`` statement."""
     env_file = write_checked_env(tmp_path / "env", **options)
 
     report = await _validate(tmp_path / "env")
 
     assert len(report.problems) == 1
-    assert report.problems[0].where == f"{env_file.resolve()}:CheckedEnv"
+    assert report.problems[0].where == f"{env_file.resolve()}:{line}"
     assert message in report.problems[0].message
 
 
@@ -92,7 +93,7 @@ async def test_every_problem_of_an_env_is_reported_not_only_the_first(tmp_path):
 
     tools, train, data = _lines(report)
     assert tools == (
-        f"{where}.list_tools: CheckedEnv.list_tools()[0] ('add'): invalid JSON Schema in function.parameters at "
+        f"{env_file.resolve()}:10: CheckedEnv.list_tools()[0] ('add'): invalid JSON Schema in function.parameters at "
         "properties/a/type: 'integr' is not valid under any of the given schemas"
     )
     env_dir = tmp_path.resolve() / "env"
@@ -162,9 +163,9 @@ async def test_with_a_model_a_budget_stop_whose_reward_failed_is_a_problem(tmp_p
     report = await _validate(tmp_path / "env", base_url=server.base_url, model="scripted")
 
     assert [p.where.rsplit(" ", 1)[1] for p in report.problems] == ["validate#0", "validate#1"], report.notes
-    assert all(
-        p.message == "max_turns_exceeded: compute_reward raised KeyError: 'answer'" for p in report.problems
-    ), _lines(report)
+    assert all(p.message == "max_turns_exceeded: compute_reward raised KeyError: 'answer'" for p in report.problems), (
+        _lines(report)
+    )
 
 
 def _env(directory, body: str, lines: dict[str, str] | None = None):
@@ -215,18 +216,24 @@ async def test_a_reward_that_reads_a_field_some_rows_lack_is_found_without_a_mod
     report = await _validate(tmp_path / "env")
 
     (problem,) = report.problems
-    assert problem.where.endswith("NewcomerEnv.compute_reward (eval example 1)")
-    assert problem.message == f"raised KeyError: 'answer' (at {env_file}:13)"
+    assert problem.where == f"{env_file}:12"
+    assert (
+        problem.message == f"NewcomerEnv.compute_reward (eval example 1): raised KeyError: 'answer' (at {env_file}:13)"
+    )
     assert server.counts["requests"] == 0
 
 
-async def test_a_reward_that_returns_a_string_is_found_without_a_model(tmp_path):
-    _env(tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 'yes'}\n")
+async def test_a_reward_that_returns_a_string_is_found_once_at_its_line_without_a_model(tmp_path):
+    env_file = _env(
+        tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 'yes'}\n"
+    )
 
     report = await _validate(tmp_path / "env")
 
-    assert {p.message for p in report.problems} == {"compute_reward returned 'ok'='yes' (str); rewards must be numbers"}
-    assert len(report.problems) == 2, "one per split"
+    assert _lines(report) == [
+        f"{env_file}:12: NewcomerEnv.compute_reward (train example 0, eval example 0): returned 'ok'='yes' (str); "
+        "rewards must be numbers"
+    ]
 
 
 async def test_a_misspelt_role_and_a_required_property_that_is_not_declared_are_found(tmp_path):
@@ -243,8 +250,7 @@ async def test_a_misspelt_role_and_a_required_property_that_is_not_declared_are_
 
     lines = _lines(report)
     assert any(
-        line.endswith("tool 'add' requires ['b'], which its parameters' properties do not declare")
-        for line in lines
+        line.endswith("tool 'add' requires ['b'], which its parameters' properties do not declare") for line in lines
     )
     assert any(
         "eval.jsonl:1: prompt_messages[0].role 'usr' is not a chat role; use one of system, developer" in line
@@ -264,7 +270,7 @@ async def test_every_bad_line_of_a_file_is_reported_not_only_the_first(tmp_path)
     assert found == ["2", "3", "5"]
 
 
-_HOOK_ENV = '''
+_HOOK_ENV = """
 import contextlib
 from benchmax.envs import BaseEnv, Dataset, Example
 
@@ -283,7 +289,7 @@ class HookEnv(BaseEnv):
     async def compute_reward(self, rollout):
         {reward}
         return {{"ok": 1.0}}
-'''
+"""
 
 
 @pytest.mark.parametrize(
@@ -301,7 +307,9 @@ async def test_a_hook_that_raises_is_named_as_the_one_that_failed(tmp_path, ente
 
     report = await _validate(tmp_path / "env")
 
-    assert len(report.problems) == 2, _lines(report)  # the train and the eval example
-    for problem, split in zip(report.problems, ("train", "eval"), strict=True):
-        assert problem.where.endswith(f"HookEnv.{hook} ({split} example 0)"), _lines(report)
-        assert problem.message.startswith("raised RuntimeError: no sandbox"), _lines(report)
+    (problem,) = report.problems  # once, though the train and the eval example both hit it
+    line = 17 if hook == "compute_reward" else 11  # the hook's def (rollout_context's decorator)
+    assert problem.where == f"{(tmp_path / 'env' / 'env.py').resolve()}:{line}", _lines(report)
+    assert problem.message.startswith(
+        f"HookEnv.{hook} (train example 0, eval example 0): raised RuntimeError: no sandbox"
+    ), _lines(report)

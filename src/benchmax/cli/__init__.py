@@ -20,6 +20,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # -h as every shell tool takes it; pages as wide as the terminal up to 100 columns, then wrapped.
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 

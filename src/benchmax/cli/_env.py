@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, EnvArgument, parse_auth, parse_env_args
+from benchmax.cli._options import EnvArgument, EnvOptions, with_option_groups
 from benchmax.cli._output import command_line, error_line
 from benchmax.cli._scaffold import Names, test_command, write_directory, write_package
 from benchmax.loading import EnvSpec, installed_envs
@@ -22,29 +22,56 @@ from benchmax.runner import validate_env
 console = Console()
 
 
+@with_option_groups
 def validate_command(
     env: EnvArgument,
-    env_arg: EnvArgs = [],  # noqa: B006
-    data_dir: DataDir = None,
-    auth: AuthBindings = [],  # noqa: B006
-    max_examples: Annotated[int, typer.Option(help="Examples checked per split.")] = 5,
-    base_url: Annotated[str | None, typer.Option(help="Also run one group against this endpoint.")] = None,
-    model: Annotated[str, typer.Option(help="Model name for the group run against --base-url.")] = "default",
+    env_options: EnvOptions = EnvOptions(),
+    max_examples: Annotated[int, typer.Option(min=1, help="Examples checked per split.")] = 5,
+    call_tools: Annotated[
+        bool,
+        typer.Option(
+            "--call-tools/--no-call-tools",
+            help="Call each declared tool once with placeholder arguments its schema accepts (a tool that raises "
+            "would end every rollout that calls it); --no-call-tools for tools with side effects.",
+        ),
+    ] = True,
+    base_url: Annotated[
+        str | None,
+        typer.Option(metavar="URL", help="Also run one group against this endpoint.", rich_help_panel="Model endpoint"),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME", help="Model name for the group run against --base-url.", rich_help_panel="Model endpoint"
+        ),
+    ] = "default",
     api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable holding the API key for --base-url.")
+        str | None,
+        typer.Option(
+            metavar="VAR",
+            help="Environment variable holding the API key for --base-url.",
+            rich_help_panel="Model endpoint",
+        ),
     ] = None,
 ) -> None:
-    """Check an env: it loads, both splits build, payloads and tool schemas are valid."""
-    spec = EnvSpec(env, parse_env_args(env_arg))
-    with bind_model_auth(parse_auth(auth)):
+    """Check an env: it loads, both splits build, payloads and tool schemas are valid.
+
+    Every problem is printed once, at its FILE:LINE. Exit status: 0 valid; 1 the env
+    has problems (one that does not even import among them); 2 the command line is
+    wrong (ENV names no file, module or installed env; an unknown option, a bad
+    --env-arg or --auth).
+    """
+    spec = EnvSpec(env, env_options.kwargs())
+    with bind_model_auth(env_options.providers()):
         report = asyncio.run(
             validate_env(
                 spec,
-                data_dir=data_dir,
+                data_dir=env_options.data_dir,
                 max_examples=max_examples,
                 base_url=base_url,
                 model=model,
                 api_key_env=api_key_env,
+                call_tools=call_tools,
             )
         )
     for note in report.notes:
@@ -56,8 +83,7 @@ def validate_command(
     if not report.ok:
         count = len(report.problems)
         console.print(f"{count} problem{'' if count == 1 else 's'} found")
-        # As for eval: 2 when the env named cannot even be loaded, 1 when it has problems.
-        raise typer.Exit(1 if report.loaded else 2)
+        raise typer.Exit(1 if report.found else 2)  # 2: ENV names nothing to check, a usage error
     console.print("[bold green]valid[/]")
 
 

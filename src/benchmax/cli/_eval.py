@@ -10,25 +10,29 @@ serve, or an outage outlasted ``--max-outage``); 2 bad usage, env or data (a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 
 from benchmax.auth import ModelAuth, bind_model_auth, redact_url
-from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, OptionalEnvArgument, parse_auth, parse_env_args
+from benchmax.cli._options import (
+    CacheOptions,
+    EndpointOptions,
+    EnvOptions,
+    ExecutorOptions,
+    LimitOptions,
+    OptionalEnvArgument,
+    RunOptions,
+    SamplingOptions,
+    with_option_groups,
+)
 from benchmax.cli._output import command_line, error_line
-from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
-from benchmax.engine import EngineConfig
-from benchmax.envs import SamplingParams
 from benchmax.errors import BenchmaxError
 from benchmax.runner import (
-    DEFAULT_MAX_FAILURE_RATE,
     EMBEDDED,
     EndpointError,
     RunConfig,
@@ -39,223 +43,75 @@ from benchmax.store import Run
 
 console = Console(stderr=False)
 
-_DEFAULT_ENGINE = EngineConfig()
 
-
+@with_option_groups
 def eval_command(
     env: OptionalEnvArgument = None,
-    env_arg: EnvArgs = [],  # noqa: B006
-    data_dir: DataDir = None,
-    auth: AuthBindings = [],  # noqa: B006
-    split: Annotated[Literal["train", "eval"], typer.Option(help="Which dataset split to run.")] = "eval",
-    max_examples: Annotated[int | None, typer.Option(min=1, help="Use at most N examples.")] = None,
-    group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(min=1, help="Rollouts in flight at once \\[default: 64; on --resume: the stored value]."),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(min=1, help="Rollouts per zero-fill batch (a multiple of --group-size; default: the whole run)."),
-    ] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: the server's).")] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Tokens per model turn (default: the server's).")
-    ] = None,
-    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling top_p (default: the server's).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Sampling seed; sibling k gets seed + k.")] = None,
-    extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body.")] = None,
-    base_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="OpenAI-compatible endpoint (…/v1); give it again for each replica of the model (requests are "
-            "spread over them); omit to run the embedded SmolLM2 model.",
-            show_default=False,
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model name sent to the server (default: the one model the server lists at /models)."),
-    ] = None,
-    model_check: Annotated[
-        bool,
-        typer.Option(
-            "--model-check/--no-model-check",
-            help="Refuse a --model the server's /models does not list (aliases of listed names pass: see "
-            "docs/reliability.md); --no-model-check for a gateway whose list is partial.",
-        ),
-    ] = True,
-    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
-    run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/NAME-TIME).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the run kept in this directory.")] = None,
-    pass_threshold: Annotated[float, typer.Option(help="A rollout passes when its total reward reaches this.")] = 1.0,
-    max_failure_rate: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            max=1.0,
-            help="Share of rollouts that may fail operationally before the run counts as failed (exit 1).",
-        ),
-    ] = DEFAULT_MAX_FAILURE_RATE,
-    request_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per model request.")] = 600.0,
-    tool_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per tool call.")] = 300.0,
-    rollout_timeout: Annotated[
-        float | None, typer.Option(min=0.001, help="Seconds per rollout (waits for a down endpoint do not count).")
-    ] = None,
-    max_outage: Annotated[
-        float,
-        typer.Option(
-            min=0.001,
-            help="Seconds a model endpoint (every replica, with several) may stay down while its rollouts wait; "
-            "past it the run stops, resumable.",
-        ),
-    ] = _DEFAULT_ENGINE.max_outage,
-    max_requests: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Model requests in flight per endpoint, shared by all rollouts (at most: fewer while this "
-            "process's event loop is saturated and more would only wait for it).",
-        ),
-    ] = _DEFAULT_ENGINE.max_concurrent_requests,
-    max_content_chars: Annotated[
-        int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")
-    ] = _DEFAULT_ENGINE.max_content_chars,
-    max_tool_result_chars: Annotated[
-        int, typer.Option(min=1, help="Tool result text kept and sent per call (longer is cut, marked).")
-    ] = _DEFAULT_ENGINE.max_tool_result_chars,
-    executor: Annotated[Literal["local", "ray"], typer.Option(help="Where groups run.")] = "local",
-    ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
-    workers: Annotated[int | None, typer.Option(min=1, help="Ray actors (with --executor ray).")] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show live progress.")] = True,
-    cache: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DIR|off",
-            help="Answer repeated model requests from a response cache in DIR (off unless given: see "
-            "docs/cost-and-cache.md) \\[on --resume: the stored choice].",
-            show_default=False,
-        ),
-    ] = None,
-    cache_judge: Annotated[
-        bool, typer.Option("--cache-judge/--no-cache-judge", help="With --cache: also cache LLM-judge calls.")
-    ] = True,
-    cache_unseeded: Annotated[
-        Literal["per-rollout", "skip"],
-        typer.Option(
-            help="With --cache: requests that sample without a seed are cached per rollout (a re-run replays "
-            "each rollout's own draw) or never (skip)."
-        ),
-    ] = "per-rollout",
-    cache_max_mb: Annotated[
-        int, typer.Option(min=1, help="With --cache: MB of stored replies kept; the least recently used go first.")
-    ] = DEFAULT_MAX_BYTES // 2**20,
-    prices: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help=f"A price table (TOML, USD per 1M tokens) over the shipped one (default: ${PRICES_ENV}).",
-            show_default=False,
-        ),
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(
-            metavar="USD",
-            help="Stop the run (resumable) once its model calls cost this many US dollars.",
-        ),
-    ] = None,
+    env_options: EnvOptions = EnvOptions(),
+    run: RunOptions = RunOptions(),
+    endpoint: EndpointOptions = EndpointOptions(),
+    sampling: SamplingOptions = SamplingOptions(),
+    limits: LimitOptions = LimitOptions(),
+    costs: CacheOptions = CacheOptions(),
+    executor: ExecutorOptions = ExecutorOptions(),
 ) -> None:
     """Run ENV against a model; every rollout is stored as it finishes."""
-    if max_cost is not None and not max_cost > 0:
-        raise typer.BadParameter(f"{max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost")
-    chosen_cache = cache_settings(cache, judge=cache_judge, unseeded=cache_unseeded, max_mb=cache_max_mb)
-    providers = parse_auth(auth)
+    if costs.max_cost is not None and not costs.max_cost > 0:
+        raise typer.BadParameter(
+            f"{costs.max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost"
+        )
+    chosen_cache = costs.settings()
+    providers = env_options.providers()
     try:
-        if resume is not None:
-            config = _resume_config(resume, env, concurrency=concurrency, base_url=base_url)
+        if run.resume is not None:
+            config = _resume_config(run.resume, env, concurrency=run.concurrency, base_url=endpoint.base_url)
             config = replace(
                 config,
-                cache=chosen_cache if cache is not None else config.cache,
-                prices=str(prices) if prices is not None else config.prices,
-                max_cost=max_cost if max_cost is not None else config.max_cost,
+                cache=chosen_cache if costs.cache is not None else config.cache,
+                prices=str(costs.prices) if costs.prices is not None else config.prices,
+                max_cost=costs.max_cost if costs.max_cost is not None else config.max_cost,
             )
         else:
             if env is None:
                 raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
-            try:
-                body = json.loads(extra_body) if extra_body else {}
-            except json.JSONDecodeError as exc:
-                raise typer.BadParameter(f"not JSON: {exc}", param_hint="--extra-body") from None
-            if not isinstance(body, dict):
-                raise typer.BadParameter("must be a JSON object", param_hint="--extra-body")
-            if batch_size is not None and batch_size % group_size:
+            sampling_params = sampling.params()
+            if run.batch_size is not None and run.batch_size % run.group_size:
                 raise typer.BadParameter(
-                    f"{batch_size} is not a multiple of --group-size {group_size}: "
+                    f"{run.batch_size} is not a multiple of --group-size {run.group_size}: "
                     "groups are never split across batches",
                     param_hint="--batch-size",
                 )
             config = RunConfig(
                 env=env,
-                env_kwargs=parse_env_args(env_arg),
-                data_dir=data_dir,
-                split=split,  # type: ignore[arg-type]
-                max_examples=max_examples,
-                group_size=group_size,
-                concurrency=concurrency if concurrency is not None else 64,
-                batch_size=batch_size,
-                model=model,
-                check_model=model_check,
-                base_url=tuple(base_url) if base_url else EMBEDDED,
-                api_key_env=api_key_env,
-                sampling=SamplingParams(
-                    temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=body
-                ),
-                run_dir=run_dir,
-                pass_threshold=pass_threshold,
-                max_failure_rate=max_failure_rate,
-                engine=EngineConfig(
-                    request_timeout=request_timeout,
-                    tool_timeout=tool_timeout,
-                    rollout_timeout=rollout_timeout,
-                    max_concurrent_requests=max_requests,
-                    max_content_chars=max_content_chars,
-                    max_tool_result_chars=max_tool_result_chars,
-                    max_outage=max_outage,
-                ),
-                executor=executor,
-                ray_address=ray_address,
-                workers=workers,
+                env_kwargs=env_options.kwargs(),
+                data_dir=env_options.data_dir,
+                split=run.split,
+                max_examples=run.max_examples,
+                group_size=run.group_size,
+                concurrency=run.concurrency if run.concurrency is not None else 64,
+                batch_size=run.batch_size,
+                model=endpoint.model,
+                check_model=endpoint.model_check,
+                base_url=tuple(endpoint.base_url) if endpoint.base_url else EMBEDDED,
+                api_key_env=endpoint.api_key_env,
+                sampling=sampling_params,
+                run_dir=run.run_dir,
+                pass_threshold=run.pass_threshold,
+                max_failure_rate=run.max_failure_rate,
+                engine=limits.engine(),
+                executor=executor.executor,
+                ray_address=executor.ray_address,
+                workers=executor.workers,
                 cache=chosen_cache,
-                prices=str(prices) if prices is not None else None,
-                max_cost=max_cost,
+                prices=str(costs.prices) if costs.prices is not None else None,
+                max_cost=costs.max_cost,
             ).with_run_dir()
     except ValueError as exc:  # RunConfig's checks (replicas, credentials): the message names the option
         raise typer.BadParameter(str(exc)) from None
-    execute(config, resume=resume is not None, progress=progress, auth=providers)
+    execute(config, resume=run.resume is not None, progress=run.progress, auth=providers)
 
 
-def cache_settings(
-    value: str | None,
-    *,
-    judge: bool = True,
-    unseeded: str = "per-rollout",
-    max_mb: int = DEFAULT_MAX_BYTES // 2**20,
-) -> CacheSettings | None:
-    """``--cache DIR`` (``off``, or not given: no cache)."""
-    if value is None or value.strip().lower() == "off":
-        return None
-    if not value.strip():
-        raise typer.BadParameter("give a directory, or off", param_hint="--cache")
-    directory = Path(value).expanduser()
-    if directory.exists() and not directory.is_dir():
-        raise typer.BadParameter(f"{directory} is a file; give a directory for the cache", param_hint="--cache")
-    return CacheSettings(directory, max_bytes=max_mb * 2**20, judge=judge, unseeded=unseeded)  # type: ignore[arg-type]
-
-
-def _resume_config(
-    run_dir: Path, env: str | None, *, concurrency: int | None, base_url: list[str] | None
-) -> RunConfig:
+def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: list[str] | None) -> RunConfig:
     try:
         with Run(run_dir) as run:
             stored = RunConfig.from_meta(run.meta["config"])
@@ -280,9 +136,7 @@ def _resume_config(
     )
 
 
-def execute(
-    config: RunConfig, *, resume: bool, progress: bool, auth: dict[str, ModelAuth] | None = None
-) -> None:
+def execute(config: RunConfig, *, resume: bool, progress: bool, auth: dict[str, ModelAuth] | None = None) -> None:
     """Run ``config``, with ``auth`` bound for the env's ``InjectedAuth`` names (``--auth``)."""
     from benchmax.cli._progress import LiveProgress, install_log_handler
     from benchmax.cli._summary import render_provenance, render_summary, render_verdict
@@ -297,19 +151,28 @@ def execute(
         target = "the embedded SmolLM2-135M model"
     else:
         target = ", ".join(map(redact_url, urls)) + (f" ({len(urls)} replicas)" if len(urls) > 1 else "")
-    console.print(f"[bold]benchmax eval[/] {redact_url(config.env)} -> {target}", highlight=False)
-    console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
+    embedded = config.base_url == EMBEDDED
+    starting = "starting the model" if embedded else None
+    live = LiveProgress(console, replicas=() if embedded else urls, starting=starting) if progress else None
+    started: list[LiveProgress] = []
+
+    def announce() -> None:
+        """The banner and the progress block, once the env and its data are known to be good."""
+        console.print(f"[bold]benchmax eval[/] {redact_url(config.env)} -> {target}", highlight=False)
+        console.print(f"run: {config.run_dir}", soft_wrap=True, highlight=False)
+        if live is not None:
+            started.append(live.__enter__())
+
     resume_hint = command_line("benchmax", "eval", "--resume", config.run_dir)
     try:
         with install_log_handler(console), bind_model_auth(auth or {}):
-            if progress:
-                embedded = config.base_url == EMBEDDED
-                starting = "starting the model" if embedded else None
-                with LiveProgress(console, replicas=() if embedded else urls, starting=starting) as live:
-                    result = asyncio.run(arun(config, observer=live, resume=resume))
+            try:
+                result = asyncio.run(arun(config, observer=live, resume=resume, on_ready=announce))
+            finally:
+                for block in started:
+                    block.__exit__(None, None, None)
+            if started:
                 console.print()
-            else:
-                result = asyncio.run(arun(config, resume=resume))
     except KeyboardInterrupt:
         console.print(f"\n[yellow]interrupted[/]: finished groups are stored in {config.run_dir}. Resume with:")
         console.print(f"  {resume_hint}", soft_wrap=True, highlight=False, markup=False)
@@ -331,9 +194,7 @@ def execute(
     except BenchmaxError as exc:
         console.print(error_line(str(exc)))
         raise typer.Exit(2) from None
-    render_summary(
-        console, result.stats, client_stats=result.client_stats, outages=result.outages, cost=result.cost
-    )
+    render_summary(console, result.stats, client_stats=result.client_stats, outages=result.outages, cost=result.cost)
     with Run(result.run_dir) as run:
         render_provenance(console, run.meta.get("provenance"))
     console.print(

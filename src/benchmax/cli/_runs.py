@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._options import AuthBindings, parse_auth
+from benchmax.cli._options import AuthBindings, cache_settings, parse_auth
 from benchmax.cli._output import command_line, error_line, fit_table, plural
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
@@ -41,14 +41,18 @@ def export_command(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run directory.")],
     format: Annotated[
         str,
-        typer.Option(
-            "--format", metavar=f"<{'|'.join(FORMATS)}>", callback=_export_format, help="The file format."
-        ),
+        typer.Option("--format", metavar=f"<{'|'.join(FORMATS)}>", callback=_export_format, help="The file format."),
     ] = "jsonl",
-    output: Annotated[Path | None, typer.Option(help="Output file (default: RUN_DIR/rollouts.FORMAT).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Output file (default: RUN_DIR/rollouts.FORMAT)."),
+    ] = None,
 ) -> None:
-    """Write every rollout to a file: transcript, rewards (raw and filled, the fill mask), its
-    advantage in its group, its example's fields, logs."""
+    """Write every rollout of a run to one file, for analysis outside benchmax.
+
+    Each rollout's transcript, its rewards (raw and filled, the fill mask), its
+    advantage in its group, its example's fields and its logs.
+    """
     with _open(run_dir) as run:
         target = output or run_dir / f"rollouts.{format}"
         try:
@@ -94,7 +98,6 @@ def rescore_command(
     auth: AuthBindings = [],  # noqa: B006
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
-    from benchmax.cli._eval import cache_settings
     from benchmax.cli._summary import render_provenance, render_summary
 
     providers = parse_auth(auth)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._options import AuthBindings, DataDir, EnvArgs, OptionalEnvArgument, parse_auth, parse_env_args
+from benchmax.cli._options import EnvOptions, OptionalEnvArgument, parse_env_args, with_option_groups
 from benchmax.errors import BenchmaxError
 
 
@@ -26,72 +26,122 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
     return weights
 
 
+@with_option_groups
 def train_command(
     env: OptionalEnvArgument = None,
-    model: Annotated[str, typer.Option(help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")] = "embedded",
-    env_arg: EnvArgs = [],  # noqa: B006
-    data_dir: DataDir = None,
-    auth: AuthBindings = [],  # noqa: B006
-    max_examples: Annotated[int | None, typer.Option(help="Train on at most N examples.")] = None,
-    run_dir: Annotated[Path | None, typer.Option(help="Where to keep the run (default: runs/train-NAME-TIME).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue this run dir from its last checkpoint.")] = None,
-    group_size: Annotated[int, typer.Option(help="Rollouts per example (GRPO group).")] = 4,
-    prompts_per_step: Annotated[int, typer.Option(help="Examples per optimisation step.")] = 4,
+    model: Annotated[
+        str, typer.Option(rich_help_panel="Model", help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")
+    ] = "embedded",
+    env_options: EnvOptions = EnvOptions(),
+    max_examples: Annotated[
+        int | None, typer.Option(rich_help_panel="Env", help="Train on at most N examples.")
+    ] = None,
+    run_dir: Annotated[
+        Path | None, typer.Option(rich_help_panel="Run", help="Where to keep the run (default: runs/train-NAME-TIME).")
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option(rich_help_panel="Run", help="Continue this run dir from its last checkpoint.")
+    ] = None,
+    group_size: Annotated[int, typer.Option(rich_help_panel="GRPO", help="Rollouts per example (GRPO group).")] = 4,
+    prompts_per_step: Annotated[int, typer.Option(rich_help_panel="GRPO", help="Examples per optimisation step.")] = 4,
     concurrency: Annotated[
         int | None,
-        typer.Option(min=1, help="Rollouts in flight at once, as for eval [default: all of a step's at once]."),
+        typer.Option(
+            min=1, rich_help_panel="Run", help="Rollouts in flight at once, as for eval [default: all of a step's]."
+        ),
     ] = None,
-    max_steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 50,
-    max_minutes: Annotated[float | None, typer.Option(help="Stop after this wall time (checkpointed).")] = None,
-    learning_rate: Annotated[float, typer.Option(help="The optimizer's learning rate.")] = 5e-6,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature of the rollouts trained on.")] = 1.0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling: sample from the top tokens of this mass.")] = 1.0,
-    max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 64,
+    max_steps: Annotated[int, typer.Option(rich_help_panel="Run", help="Optimisation steps.")] = 50,
+    max_minutes: Annotated[
+        float | None, typer.Option(rich_help_panel="Run", help="Stop after this wall time (checkpointed).")
+    ] = None,
+    learning_rate: Annotated[float, typer.Option(rich_help_panel="GRPO", help="The optimizer's learning rate.")] = 5e-6,
+    temperature: Annotated[
+        float, typer.Option(rich_help_panel="Sampling", help="Sampling temperature of the rollouts trained on.")
+    ] = 1.0,
+    top_p: Annotated[
+        float,
+        typer.Option(rich_help_panel="Sampling", help="Nucleus sampling: sample from the top tokens of this mass."),
+    ] = 1.0,
+    max_tokens: Annotated[int, typer.Option(rich_help_panel="Sampling", help="Tokens per model turn.")] = 64,
     weight: Annotated[
-        list[str], typer.Option("--weight", metavar="NAME=W", help="Component weight NAME=W (repeatable).")
+        list[str],
+        typer.Option(
+            "--weight", rich_help_panel="GRPO", metavar="NAME=W", help="Component weight NAME=W (repeatable)."
+        ),
     ] = [],  # noqa: B006
     drop_unscorable: Annotated[
-        bool, typer.Option(help="Leave operational failures out of group statistics instead of scoring them 0.")
+        bool,
+        typer.Option(
+            rich_help_panel="GRPO", help="Leave operational failures out of group statistics instead of scoring them 0."
+        ),
     ] = False,
-    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model).")] = 0.0,
-    save_steps: Annotated[int, typer.Option(help="Checkpoint every N steps.")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of sampling, data order and initialisation.")] = 0,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
+    beta: Annotated[float, typer.Option(rich_help_panel="GRPO", help="KL coefficient (0: no reference model).")] = 0.0,
+    save_steps: Annotated[int, typer.Option(rich_help_panel="Run", help="Checkpoint every N steps.")] = 10,
+    seed: Annotated[
+        int, typer.Option(rich_help_panel="Run", help="Seed of sampling, data order and initialisation.")
+    ] = 0,
+    threads: Annotated[int | None, typer.Option(rich_help_panel="Run", help="torch CPU threads.")] = None,
     trl_arg: Annotated[
-        list[str], typer.Option("--trl-arg", metavar="KEY=VALUE", help="Extra GRPOConfig key=value (JSON).")
+        list[str],
+        typer.Option(
+            "--trl-arg", rich_help_panel="GRPO", metavar="KEY=VALUE", help="Extra GRPOConfig key=value (JSON)."
+        ),
     ] = [],  # noqa: B006
     vllm: Annotated[
         str | None,
-        typer.Option(help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url)."),
+        typer.Option(
+            rich_help_panel="vLLM",
+            help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url).",
+        ),
     ] = None,
-    vllm_url: Annotated[str | None, typer.Option(help="A running `vllm serve` for --vllm server.")] = None,
+    vllm_url: Annotated[
+        str | None, typer.Option(rich_help_panel="vLLM", help="A running `vllm serve` for --vllm server.")
+    ] = None,
     vllm_arg: Annotated[
         list[str],
         typer.Option(
-            "--vllm-arg", metavar="KEY=VALUE", help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1."
+            "--vllm-arg",
+            rich_help_panel="vLLM",
+            metavar="KEY=VALUE",
+            help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1.",
         ),
     ] = [],  # noqa: B006
     cache: Annotated[str | None, typer.Option(hidden=True, help="Refused: training never caches replies.")] = None,
     async_steps: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="GRPO",
             help="Generate up to K steps ahead of training (0: synchronous); IS-corrected. "
-            "Default: 1, or 0 with --trl-arg num_iterations>1."
+            "Default: 1, or 0 with --trl-arg num_iterations>1.",
         ),
     ] = None,
     dead_groups: Annotated[
-        str, typer.Option(help="'drop': don't train on groups whose siblings all score the same; refill the step.")
+        str,
+        typer.Option(
+            rich_help_panel="GRPO",
+            help="'drop': don't train on groups whose siblings all score the same; refill the step.",
+        ),
     ] = "drop",
     max_refill: Annotated[
-        int | None, typer.Option(help="Extra groups a step may draw to replace dead ones (default 2 x prompts).")
+        int | None,
+        typer.Option(
+            rich_help_panel="GRPO", help="Extra groups a step may draw to replace dead ones (default 2 x prompts)."
+        ),
     ] = None,
     train_layers: Annotated[
-        int | None, typer.Option(help="Train only the top N decoder layers (default: every weight).")
+        int | None,
+        typer.Option(rich_help_panel="GRPO", help="Train only the top N decoder layers (default: every weight)."),
     ] = None,
     eval_group_size: Annotated[
-        int, typer.Option(help="Evaluate the eval split before and after training, N rollouts per example (0: no).")
+        int,
+        typer.Option(
+            rich_help_panel="Held-out eval",
+            help="Evaluate the eval split before and after training, N rollouts per example (0: no).",
+        ),
     ] = 0,
-    eval_examples: Annotated[int | None, typer.Option(help="Evaluate at most N eval examples.")] = None,
+    eval_examples: Annotated[
+        int | None, typer.Option(rich_help_panel="Held-out eval", help="Evaluate at most N eval examples.")
+    ] = None,
 ) -> None:
     """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
     if cache is not None:
@@ -136,8 +186,8 @@ def train_command(
     else:
         overrides = {
             "model": model,
-            "env_kwargs": parse_env_args(env_arg),
-            "data_dir": data_dir,
+            "env_kwargs": env_options.kwargs(),
+            "data_dir": env_options.data_dir,
             "max_examples": max_examples,
             "group_size": group_size,
             "prompts_per_step": prompts_per_step,
@@ -172,7 +222,7 @@ def train_command(
             max_minutes=max_minutes,
             **overrides,
         )
-        with bind_model_auth(parse_auth(auth)):
+        with bind_model_auth(env_options.providers()):
             result = train(env, config=config, reporter=StepTable())
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -106,12 +106,17 @@ async def arun(
     observer: RunObserver | None = None,
     resume: bool = False,
     clients: ClientPool | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run (or resume) an eval; returns once every group is stored and filled.
 
     ``clients`` is the model client pool to run with (local executor only): a
     trainer passes one where its policy is registered under ``config.base_url``,
     so a checkpoint is evaluated through the same engine and store as any model.
+    ``on_ready`` is called once the env is loaded and every example of the split
+    read and checked, before the model endpoint is started or checked: a command
+    line announces the run there, so an env or a dataset that fails prints only
+    its error.
     """
     config = config.with_run_dir()
     assert config.run_dir is not None
@@ -127,11 +132,15 @@ async def arun(
             env = spec.load()
         places = data_directories(spec, config.data_dir) if owned else (Path(config.data_dir or Path.cwd()),)
         examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
-        if next(iter(examples), None) is None:  # also checks the first example before anything starts
+        # Every example is read and checked before the model starts or the run dir exists: a bad
+        # row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log.
+        if not await asyncio.to_thread(_count, examples):
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
                 f"(data dir: {examples.base_dir})"
             )
+        if on_ready is not None:
+            on_ready()
         executor = make_executor(config, env, prices, clients=clients)
         await executor.start()
         auth: ModelAuth | None = (
@@ -227,6 +236,10 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
         config = RunConfig(env=f"{type(env).__module__}:{type(env).__qualname__}", **options)
         instance = env
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
+
+
+def _count(examples: Iterable[Example[Any]]) -> int:
+    return sum(1 for _ in examples)
 
 
 def make_executor(

@@ -4,13 +4,21 @@ No model is needed: besides loading the env, reading both splits and checking th
 tool declarations, validate runs the env's own hooks on a synthetic finished
 rollout of each example it reads (inside ``rollout_context``, as the engine
 would), so a reward that reads a field the data lacks, returns a string, or was
-written without ``async`` shows up here rather than in the middle of a run.
+written without ``async`` shows up here rather than in the middle of a run. It also calls each declared tool once with
+placeholder arguments that its schema accepts: a ``run_tool`` that raises anything
+but ``ToolError`` would end a real rollout as ``tool_error`` whatever the model sent.
 With ``--base-url`` it also runs one real group.
+
+Every problem found in code is reported at ``FILE:LINE`` (the hook's ``def``, the
+attribute's assignment, or the class), data problems at the data file's line, and
+a problem that every synthetic rollout shares is reported once, naming them all.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import re
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
@@ -30,8 +38,10 @@ from benchmax.envs import (
     Environment,
     EnvSpecError,
     Example,
+    RolloutFailure,
     RolloutRequest,
     TerminationReason,
+    ToolError,
     check_env_definition,
     check_prompt_messages,
     collect_dataset_problems,
@@ -57,6 +67,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     loaded: bool = False
     """Whether the env could be loaded and constructed (else nothing else was checked)."""
+    found: bool = True
+    """Whether ENV names something to check: a file or directory, an importable module, an
+    installed env. When it names nothing the command line is wrong, not an env."""
 
     @property
     def ok(self) -> bool:
@@ -74,13 +87,18 @@ async def validate_env(
     base_url: str | None = None,
     model: str = "default",
     api_key_env: str | None = None,
+    call_tools: bool = True,
 ) -> Report:
-    """Every problem found by loading the env, reading both splits and running its hooks."""
+    """Every problem found by loading the env, reading both splits and running its hooks.
+
+    ``call_tools``: call each declared tool once with placeholder arguments (see the module).
+    """
     report = Report()
     try:
         cls = spec.load_class()
     except EnvSpecError as exc:
         report.problem(spec.spec, str(exc))
+        report.found = _names_something(spec)
         return report
     source = getattr(sys.modules.get(cls.__module__), "__file__", None)
     where = f"{source}:{cls.__qualname__}" if source else f"{cls.__module__}.{cls.__qualname__}"
@@ -88,7 +106,7 @@ async def validate_env(
     try:
         env = cls(**dict(spec.kwargs))
     except EnvDefinitionError as exc:
-        report.problem(where, str(exc))
+        report.problem(_definition_at(cls, str(exc)) or where, str(exc))
         return report
     except Exception as exc:
         report.problem(where, f"constructing it raised {type(exc).__name__}: {exc}{_frame(exc)}")
@@ -99,7 +117,7 @@ async def validate_env(
         for diagnostic in env.validation_diagnostics():
             target = report.problem if diagnostic.severity == "error" else None
             text = f"{diagnostic.code}: {diagnostic.message}"
-            location = diagnostic.location or where
+            location = diagnostic.location or _code_at(type(env)) or where
             if target is not None:
                 target(location, text)
             else:
@@ -111,8 +129,11 @@ async def validate_env(
         for split in SPLITS:
             examples[split] = await _check_split(env, split, places, max_examples, where, report)
         if isinstance(env, BaseEnv) and not any(p.message.startswith("hook ") for p in report.problems):
-            for split in SPLITS:
-                await _check_hooks(env, split, examples[split], where, report)
+            context_works = await _check_hooks(env, examples, report)
+            if call_tools and context_works:
+                sample = next((found[0] for found in examples.values() if found), None)
+                if sample is not None:
+                    await _check_tool_calls(env, sample, report)
         if base_url and isinstance(env, BaseEnv) and report.ok:
             sample = (examples.get("eval") or examples.get("train") or [None])[0]
             if sample is not None:
@@ -123,6 +144,24 @@ async def validate_env(
         except Exception as exc:
             report.problem(f"{where}.aclose", f"raised {type(exc).__name__}: {exc}")
     return report
+
+
+def _names_something(spec: EnvSpec) -> bool:
+    """Whether ``spec`` names code that exists (then a failure to load it is the code's problem)."""
+    if spec.remote:
+        return False  # nothing answered there that could be checked
+    path = spec.spec.rpartition(":")[0] if re.search(r":\w+$", spec.spec) and len(spec.spec) > 2 else spec.spec
+    if Path(path).exists() or Path(spec.spec).exists():
+        return True
+    try:
+        if spec.installed() is not None:
+            return True
+    except EnvSpecError:
+        return True  # it names an installed env, of another version or beside a directory
+    try:
+        return importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _check_async_hooks(cls: type[Environment[Any, Any]], where: str, report: Report) -> None:
@@ -142,23 +181,25 @@ def _check_async_hooks(cls: type[Environment[Any, Any]], where: str, report: Rep
     context = cls.__dict__.get("rollout_context") if implements(cls, "rollout_context") else None
     if context is not None and (inspect.isasyncgenfunction(context) or inspect.iscoroutinefunction(context)):
         report.problem(
-            f"{where}.rollout_context",
+            _code_at(cls, "rollout_context") or f"{where}.rollout_context",
             "hook rollout_context must be an async context manager: decorate it with @asynccontextmanager and `yield`",
         )
 
 
 async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
+    cls = type(env)
     try:
         check_env_definition(env)
     except EnvDefinitionError as exc:
-        report.problem(where, str(exc))
+        report.problem(_definition_at(cls, str(exc)) or where, str(exc))
+    at = _code_at(cls, "list_tools") or f"{where}.list_tools"
     try:
-        tools = validate_tools(await env.list_tools(), owner=type(env).__name__)
+        tools = validate_tools(await env.list_tools(), owner=cls.__name__)
     except EnvDefinitionError as exc:
-        report.problem(f"{where}.list_tools", str(exc))
+        report.problem(at, str(exc))
         return
     except Exception as exc:
-        report.problem(f"{where}.list_tools", f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+        report.problem(at, f"{cls.__name__}.list_tools() raised {type(exc).__name__}: {exc}{_frame(exc)}")
         return
     for name, tool in tools.items():
         parameters = tool["function"].get("parameters") or {}
@@ -166,10 +207,61 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
         missing = [key for key in parameters.get("required") or () if key not in properties]
         if missing:
             report.problem(
-                f"{where}.list_tools",
-                f"tool {name!r} requires {missing}, which its parameters' properties do not declare",
+                at,
+                f"{cls.__name__}.list_tools(): tool {name!r} requires {missing}, which its parameters' "
+                "properties do not declare",
             )
     report.notes.append(f"{len(tools)} tool{'' if len(tools) == 1 else 's'}: {', '.join(tools) or 'none'}")
+
+
+def _code_at(cls: type, name: str | None = None) -> str | None:
+    """``FILE:LINE`` where ``cls`` defines ``name`` (a method's ``def``, an attribute's assignment).
+
+    Without ``name``, or when the env inherits it from benchmax (a ``max_turns`` never
+    set), the line of the ``class`` statement: where the author would add it.
+    """
+    for owner in cls.__mro__ if name else ():
+        if name not in vars(owner):
+            continue
+        if _is_benchmax(owner):
+            break
+        value = inspect.unwrap(vars(owner)[name]) if callable(vars(owner)[name]) else None
+        if value is not None:
+            try:
+                return f"{inspect.getsourcefile(value)}:{inspect.getsourcelines(value)[1]}"
+            except (OSError, TypeError):
+                pass
+        try:
+            lines, start = inspect.getsourcelines(owner)
+            source = inspect.getsourcefile(owner)
+        except (OSError, TypeError):
+            break
+        assigned = re.compile(rf"\s+{re.escape(name)}\s*[:=]")
+        for offset, text in enumerate(lines):
+            if assigned.match(text):
+                return f"{source}:{start + offset}"
+        break
+    try:
+        return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
+    except (OSError, TypeError):
+        return None
+
+
+def _is_benchmax(owner: type) -> bool:
+    try:
+        source = inspect.getsourcefile(owner)
+    except TypeError:
+        return True  # a builtin
+    return source is None or Path(source).resolve().is_relative_to(_BENCHMAX_DIR)
+
+
+_BENCHMAX_DIR = Path(__file__).resolve().parents[1]
+
+
+def _definition_at(cls: type, message: str) -> str | None:
+    """``FILE:LINE`` of what a contract error names (``CheckedEnv.max_turns is not set``)."""
+    named = re.search(rf"\b{re.escape(cls.__name__)}\.(\w+)", message)
+    return _code_at(cls, named.group(1) if named else None)
 
 
 async def _check_split(
@@ -230,70 +322,182 @@ def _check_roles(payload: Mapping[str, Any], label: str, owner: str, report: Rep
             report.problem(owner, f"{where} {role!r} is not a chat role; use one of {roles}")
 
 
-async def _check_hooks(env: BaseEnv, split: str, examples: Sequence[Example[Any]], where: str, report: Report) -> None:
-    """Run ``compute_reward`` (and the group hook) on a synthetic finished rollout of each example."""
-    if not examples:
-        return
-    rollouts: list[BaseRollout] = []
-    for index, example in enumerate(examples):
-        rollout_id = f"validate/{split}/{index}"
-        payload = example.payload
-        messages = [dict(message) for message in payload["prompt_messages"]]
-        messages.append({"role": "assistant", "content": _SYNTHETIC_ANSWER})
-        rollout = BaseRollout(
-            rollout_id=rollout_id,
-            termination_reason=TerminationReason.FINISHED,
-            messages=messages,
-            example_args={key: value for key, value in payload.items() if key != "prompt_messages"},
-            split=split,  # type: ignore[arg-type]
-            example_id=example.id,
-        )
-        # The hook that raised is named: an error entering or leaving rollout_context is the
-        # context's, not compute_reward's.
-        hook = "rollout_context"
-        try:
-            async with env.rollout_context(rollout_id, example):
-                if implements(env, "compute_reward"):
-                    hook = "compute_reward"
-                    rewards = await env.compute_reward(rollout)
-                    problem = _reward_problem(rewards, "compute_reward")
-                    if problem is not None:
-                        report.problem(f"{where}.compute_reward ({split} example {index})", problem)
-                hook = "rollout_context (on exit)"
-        except Exception as exc:
-            at = f"{where}.{hook} ({split} example {index})"
-            report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
+class _Findings:
+    """Problems of the hooks run on synthetic rollouts, each kept once with the rollouts it hit.
+
+    A reward that fails on every example fails the same way on each: one line
+    that says where, and on which examples, reads better than ten.
+    """
+
+    def __init__(self) -> None:
+        self._hits: dict[tuple[str, str], list[str]] = {}
+
+    def add(self, where: str, message: str, occurrence: str) -> None:
+        self._hits.setdefault((where, message), []).append(occurrence)
+
+    def report(self, report: Report) -> None:
+        for (where, message), occurrences in self._hits.items():
+            head, sep, tail = message.partition(": ")
+            report.problem(where, f"{head} ({_occurrences(occurrences)}){sep}{tail}")
+
+
+def _occurrences(found: Sequence[str]) -> str:
+    """``train example 0, eval examples 0-4`` from ``["train 0", "eval 0", ..., "eval 4"]``."""
+    by_split: dict[str, list[int]] = {}
+    for item in found:
+        split, _, index = item.partition(" ")
+        by_split.setdefault(split, []).append(int(index))
+    parts = []
+    for split, indices in by_split.items():
+        runs: list[str] = []
+        for index in sorted(indices):
+            if runs and runs[-1].rpartition("-")[2] == str(index - 1):
+                runs[-1] = f"{runs[-1].partition('-')[0]}-{index}"
+            else:
+                runs.append(str(index))
+        noun = "example" if len(indices) == 1 else "examples"
+        parts.append(f"{split} {noun} {', '.join(runs)}")
+    return ", ".join(parts)
+
+
+async def _check_hooks(env: BaseEnv, examples: Mapping[str, Sequence[Example[Any]]], report: Report) -> bool:
+    """Run ``compute_reward`` (and the group hook) on a synthetic finished rollout of each example.
+
+    Returns whether ``rollout_context`` entered and left cleanly every time (tools run inside it).
+    """
+    context_works = True
+    cls = type(env)
+    name = cls.__name__
+    findings = _Findings()
+    for split, split_examples in examples.items():
+        if not split_examples:
             continue
-        rollouts.append(rollout)
-    if rollouts and implements(env, "compute_group_rewards"):
-        at = f"{where}.compute_group_rewards ({split})"
-        try:
-            value = await env.compute_group_rewards(rollouts)
-        except Exception as exc:
-            report.problem(at, f"raised {type(exc).__name__}: {exc}{_frame(exc)}")
-            return
-        if value is not None and not isinstance(value, Mapping | list | tuple):
-            report.problem(at, f"must return {{rollout_id: rewards}} or a list, got {type(value).__name__}")
-        elif isinstance(value, Mapping):
-            for rollout_id, rewards in value.items():
-                problem = _reward_problem(rewards, f"compute_group_rewards[{rollout_id!r}]")
-                if problem is not None:
-                    report.problem(at, problem)
-    noun = "rollout" if len(rollouts) == 1 else "rollouts"
-    report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
+        rollouts: list[BaseRollout] = []
+        for index, example in enumerate(split_examples):
+            rollout_id = f"validate/{split}/{index}"
+            payload = example.payload
+            messages = [dict(message) for message in payload["prompt_messages"]]
+            messages.append({"role": "assistant", "content": _SYNTHETIC_ANSWER})
+            rollout = BaseRollout(
+                rollout_id=rollout_id,
+                termination_reason=TerminationReason.FINISHED,
+                messages=messages,
+                example_args={key: value for key, value in payload.items() if key != "prompt_messages"},
+                split=split,  # type: ignore[arg-type]
+                example_id=example.id,
+            )
+            # The hook that raised is named: an error entering or leaving rollout_context is the
+            # context's, not compute_reward's.
+            hook, attribute = "rollout_context", "rollout_context"
+            try:
+                async with env.rollout_context(rollout_id, example):
+                    if implements(env, "compute_reward"):
+                        hook = attribute = "compute_reward"
+                        rewards = await env.compute_reward(rollout)
+                        problem = _reward_problem(rewards)
+                        if problem is not None:
+                            findings.add(_code_at(cls, hook) or name, f"{name}.{hook}: {problem}", f"{split} {index}")
+                    hook, attribute = "rollout_context (on exit)", "rollout_context"
+            except Exception as exc:
+                context_works = context_works and attribute != "rollout_context"
+                at = _code_at(cls, attribute) or name
+                findings.add(at, f"{name}.{hook}: raised {type(exc).__name__}: {exc}{_frame(exc)}", f"{split} {index}")
+                continue
+            rollouts.append(rollout)
+        if rollouts and implements(env, "compute_group_rewards"):
+            at = _code_at(cls, "compute_group_rewards") or name
+            label = f"{name}.compute_group_rewards"
+            try:
+                value = await env.compute_group_rewards(rollouts)
+            except Exception as exc:
+                report.problem(at, f"{label} ({split}): raised {type(exc).__name__}: {exc}{_frame(exc)}")
+            else:
+                if value is not None and not isinstance(value, Mapping | list | tuple):
+                    report.problem(
+                        at,
+                        f"{label} ({split}): must return {{rollout_id: rewards}} or a list, got {type(value).__name__}",
+                    )
+                elif isinstance(value, Mapping):
+                    for rollout_id, rewards in value.items():
+                        problem = _reward_problem(rewards)
+                        if problem is not None:
+                            report.problem(at, f"{label} ({split}) for {rollout_id!r}: {problem}")
+        noun = "rollout" if len(rollouts) == 1 else "rollouts"
+        report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
+    findings.report(report)
+    return context_works
 
 
-def _reward_problem(value: object, hook: str) -> str | None:
+def _reward_problem(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        return f"{hook} must return a dict of {{component: number}}, got {type(value).__name__}"
+        return f"must return a dict of {{component: number}}, got {type(value).__name__}"
     for key, item in value.items():
         if not isinstance(key, str) or not key.strip():
-            return f"{hook} returned a reward key {key!r}; keys must be non-empty strings"
+            return f"returned a reward key {key!r}; keys must be non-empty strings"
         if isinstance(item, bool) or not isinstance(item, int | float):
-            return f"{hook} returned {key!r}={item!r} ({type(item).__name__}); rewards must be numbers"
+            return f"returned {key!r}={item!r} ({type(item).__name__}); rewards must be numbers"
     return None
+
+
+async def _check_tool_calls(env: BaseEnv, example: Example[Any], report: Report) -> None:
+    """Call each tool once with arguments its schema accepts, as a model may send them.
+
+    A tool that raises anything but ``ToolError`` (the model sees that one and goes
+    on) ends a real rollout as ``tool_error``: a tool that does so on plain valid
+    arguments will most likely do so on every call.
+    """
+    cls = type(env)
+    try:
+        tools = validate_tools(await env.list_tools(), owner=cls.__name__)
+    except Exception:
+        return  # reported by _check_base_env
+    if not tools or not implements(env, "run_tool"):
+        return
+    at = _code_at(cls, "run_tool") or cls.__name__
+    rollout_id = "validate/tools"
+    called = 0
+    try:
+        async with env.rollout_context(rollout_id, example):
+            for name, tool in tools.items():
+                arguments = _placeholder_arguments(tool["function"].get("parameters") or {})
+                shown = ", ".join(f"{key}={value!r}" for key, value in arguments.items())
+                try:
+                    await env.run_tool(rollout_id, name, **arguments)
+                except (ToolError, RolloutFailure):
+                    pass  # the model is told, or the rollout ends as the env decided
+                except Exception as exc:
+                    report.problem(
+                        at,
+                        f"{cls.__name__}.run_tool({name!r}, {shown}) raised {type(exc).__name__}: {exc}{_frame(exc)}; "
+                        "in a run this ends the rollout as tool_error (raise ToolError for a failure the model "
+                        "should see)",
+                    )
+                called += 1
+    except Exception as exc:
+        report.problem(
+            _code_at(cls, "rollout_context") or at,
+            f"{cls.__name__}.rollout_context (around the tool calls): raised {type(exc).__name__}: {exc}{_frame(exc)}",
+        )
+    report.notes.append(f"tools called once each with placeholder arguments: {called} of {len(tools)}")
+
+
+def _placeholder_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The required arguments of a tool, each a plain value its declared type accepts."""
+    properties = schema.get("properties") or {}
+    return {key: _placeholder(properties.get(key) or {}) for key in schema.get("required") or () if key in properties}
+
+
+def _placeholder(schema: Mapping[str, Any]) -> Any:
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), None)
+    return {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}, "null": None}.get(str(kind), "x")
 
 
 def _frame(exc: BaseException) -> str:
