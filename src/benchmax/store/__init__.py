@@ -19,15 +19,8 @@ from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, R
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, run_status
-from benchmax.store._writer import (
-    MAX_QUEUED_ROLLOUTS,
-    GroupWrite,
-    RolloutCost,
-    RolloutScore,
-    RunWriter,
-    ScoredGroup,
-    StoreError,
-)
+from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, RunWriter
+from benchmax.store._writes import GroupWrite, RolloutCost, RolloutScore, ScoredGroup, StoreError
 
 __all__ = [
     "DB_NAME",
