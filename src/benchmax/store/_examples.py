@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from benchmax.envs import Example
 from benchmax.store import _codec
 from benchmax.store._db import _chunks, _transaction
+from benchmax.store._meta import RunMeta
 from benchmax.store._writes import StoreError
 
 _CHUNK = 1000
@@ -27,9 +28,9 @@ class ExampleSync:
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        def meta(self) -> dict[str, Any]: ...
+        def run_meta(self) -> RunMeta: ...
 
-        def set_meta(self, **values: Any) -> None: ...
+        def update_meta(self, **changes: Any) -> None: ...
 
     def add_examples(self, split: str, examples: Iterable[Example]) -> int:
         """Store examples not stored yet (matched by id), in dataset order; returns how many were new."""
@@ -78,10 +79,10 @@ class ExampleSync:
             count += len(chunk)
             yield located
         if not stored:
-            self.set_meta(dataset_size=count)  # repeats are stored once: the length tells a dropped repeat
-        elif resume and (firsts != stored or self.meta().get("dataset_size", count) != count):
+            self.update_meta(dataset_size=count)  # repeats are stored once: the length tells a dropped repeat
+        elif resume and (firsts != stored or (self.run_meta().dataset_size or count) != count):
             raise StoreError(
-                f"the dataset changed since this run started: {self.meta().get('dataset_size', stored)} examples "
+                f"the dataset changed since this run started: {self.run_meta().dataset_size or stored} examples "
                 f"({stored} distinct) stored, {count} ({firsts} distinct) now; resume needs the same data"
             )
 

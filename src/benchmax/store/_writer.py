@@ -29,6 +29,7 @@ import orjson
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._db import _threshold, _transaction
 from benchmax.store._examples import ExampleSync
+from benchmax.store._meta import RunMeta, meta_values
 from benchmax.store._rescored import _write_scores
 from benchmax.store._rows import _delete_group, _group_fault, _recount_examples, _Rows, _stand_in, insert_rows
 from benchmax.store._writes import GroupWrite, ScoredGroup, StoreError
@@ -74,8 +75,10 @@ class RunWriter(ExampleSync):
             raise StoreError(f"{path} already holds a run; continue it with --resume {path} or pick another --run-dir")
 
     @classmethod
-    def create(cls, run_dir: str | Path, meta: Mapping[str, Any], **options: Any) -> RunWriter:
+    def create(cls, run_dir: str | Path, meta: RunMeta | Mapping[str, Any], **options: Any) -> RunWriter:
         """A new run in ``run_dir`` (created if needed; must not hold a run already)."""
+        if isinstance(meta, RunMeta):
+            meta = meta.to_json()
         path = Path(run_dir)
         db = path / _schema.DB_NAME
         cls.check_new(path)
@@ -121,10 +124,20 @@ class RunWriter(ExampleSync):
         return orjson.loads(rows[0][0]) if rows else None
 
     def meta(self) -> dict[str, Any]:
+        """The meta table as a plain dict (for users' code; benchmax reads :meth:`run_meta`)."""
         rows = self._read("SELECT key, value FROM meta")
         return {key: orjson.loads(value) for key, value in rows if key != "schema_version"}
 
+    def run_meta(self) -> RunMeta:
+        """The run's metadata as its typed record."""
+        return RunMeta.from_json(self.meta())
+
+    def update_meta(self, **changes: Any) -> None:
+        """Record :class:`RunMeta` fields (by name, typed values; ``None`` clears one)."""
+        self.set_meta(**meta_values(changes))
+
     def set_meta(self, **values: Any) -> None:
+        """Store meta keys as JSON values as given (users' own keys too; benchmax writes :meth:`update_meta`)."""
         self._check()
         if "pass_threshold" in values and _threshold(values["pass_threshold"]) != self._threshold:
             self.flush()
@@ -142,10 +155,11 @@ class RunWriter(ExampleSync):
                     (self._threshold,),
                 )
 
-    def set_closing_meta(self, **values: Any) -> None:
-        """:meth:`set_meta` that works after a failed write too: a run that stopped on a store
+    def set_closing_meta(self, **changes: Any) -> None:
+        """:meth:`update_meta` that works after a failed write too: a run that stopped on a store
         error says so (its status never stays ``running``). Raises ``sqlite3.Error`` when even
         that cannot be written."""
+        values = meta_values(changes)
         with _transaction(self._conn, self._lock):
             self._conn.executemany(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
