@@ -25,8 +25,7 @@ import orjson
 from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, EnvSpec, Example, SamplingParams, data_directories, open_examples
 from benchmax.errors import BenchmaxError
-from benchmax.runner import RunOrigin, RunSession, default_run_dir
-from benchmax.store import RunMeta
+from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._groups import DEAD_GROUP_MODES
