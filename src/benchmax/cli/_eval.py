@@ -114,15 +114,16 @@ def eval_command(
 def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, base_url: list[str] | None) -> RunConfig:
     try:
         with Run(run_dir) as run:
-            stored = RunConfig.from_meta(run.meta["config"])
+            config = run.run_meta.config
     except FileNotFoundError as exc:
         raise typer.BadParameter(str(exc), param_hint="--resume") from None
-    except KeyError:
+    if config is None:
         raise typer.BadParameter(
             f"{run_dir} was stopped while it was being created and holds no rollouts; "
             "start it again with the same command, without --resume",
             param_hint="--resume",
-        ) from None
+        )
+    stored = RunConfig.from_meta(config)
     if env is not None and env != stored.env:
         raise typer.BadParameter(
             f"{run_dir} was run with ENV {stored.env!r}, not {env!r}; resume continues the stored run as it was",
@@ -196,7 +197,7 @@ def execute(config: RunConfig, *, resume: bool, progress: bool, auth: dict[str, 
         raise typer.Exit(2) from None
     render_summary(console, result.stats, client_stats=result.client_stats, outages=result.outages, cost=result.cost)
     with Run(result.run_dir) as run:
-        render_provenance(console, run.meta.get("provenance"))
+        render_provenance(console, run.run_meta.provenance)
     console.print(
         f"stored in {result.run_dir}; browse it with: {command_line('benchmax', 'inspect', result.run_dir)}",
         soft_wrap=True,

@@ -123,8 +123,9 @@ def rescore_command(
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None
     with Run(target) as run:
-        render_summary(console, run.stats(), cost=run.meta.get("cost"))
-        render_provenance(console, run.meta.get("provenance"))
+        meta = run.run_meta
+        render_summary(console, run.stats(), cost=meta.cost)
+        render_provenance(console, meta.provenance)
     console.print(
         f"rescored run stored in {target}; compare with: {command_line('benchmax', 'diff', run_dir, target)}",
         soft_wrap=True,
@@ -164,7 +165,7 @@ def diff_command(
                               highlight=False)  # fmt: skip
                 raise typer.Exit(2)
             console.print(f"[yellow]warning:[/] {escape(problem)}", soft_wrap=True, highlight=False)
-        changes = provenance_changes(a.meta.get("provenance"), b.meta.get("provenance"))
+        changes = provenance_changes(a.run_meta.provenance, b.run_meta.provenance)
         rows = _example_rows(result)
         shown_ids = [row.example_id for row in rows[:examples]]
         prompts = a.prompts(shown_ids)

@@ -15,7 +15,7 @@ from rich.text import Text
 from benchmax.cli._output import fit_table, plural
 from benchmax.client import ROLES, Outage, calls_from_meta, merge_figures
 from benchmax.runner import RunVerdict
-from benchmax.store import RunStats, Sample
+from benchmax.store import DataDigest, Provenance, RunStats, Sample
 
 _MAX_EXAMPLE_ROWS = 15
 
@@ -213,9 +213,9 @@ def render_verdict(console: Console, verdict: RunVerdict) -> None:
         )
 
 
-def render_provenance(console: Console, provenance: Mapping[str, Any] | None) -> None:
+def render_provenance(console: Console, provenance: Provenance | None) -> None:
     """One compact block: which env code and data, which benchmax, model and sampling made the run."""
-    if not provenance:
+    if provenance is None:
         return
     block = Table(title="provenance", title_justify="left", show_header=False)
     block.add_column("what")
@@ -225,48 +225,47 @@ def render_provenance(console: Console, provenance: Mapping[str, Any] | None) ->
     console.print(block)
 
 
-def provenance_lines(provenance: Mapping[str, Any]) -> list[tuple[str, str]]:
-    env = provenance.get("env") or {}
-    if env.get("kind") == "package":
-        who = f"{env.get('name')} {env.get('version')} (package {env.get('distribution')}, {env.get('entry_point')})"
+def provenance_lines(provenance: Provenance) -> list[tuple[str, str]]:
+    env = provenance.env
+    if env.kind == "package":
+        who = f"{env.name} {env.version} (package {env.distribution}, {env.entry_point})"
     else:
-        who = str(env.get("path") or env.get("class") or env.get("spec") or "?")
-    code = provenance.get("code") or {}
-    git = provenance.get("git")
-    if git:
-        state = "dirty" if git.get("dirty") else "clean" if git.get("dirty") is False else "state unknown"
-        where = f"git {str(git.get('commit') or 'no commit')[:10]} ({state})"
+        who = str(env.path or env.class_name or env.spec or "?")
+    code = provenance.code
+    git = provenance.git
+    if git is not None:
+        state = "dirty" if git.dirty else "clean" if git.dirty is False else "state unknown"
+        where = f"git {str(git.commit or 'no commit')[:10]} ({state})"
     else:
         where = "not in git"
-    more = ", truncated" if code.get("truncated") else ""
-    counted = f"{code.get('files', 0)} files, {_size(code.get('bytes'))}{more}"
+    more = ", truncated" if code.truncated else ""
+    counted = f"{code.files} files, {_size(code.bytes)}{more}"
     lines = [
         ("env", who),
-        ("code", f"{_digest(code.get('sha256'))} ({counted}) · {where}"),
-        ("data", _data_line(provenance.get("data"))),
+        ("code", f"{_digest(code.sha256)} ({counted}) · {where}"),
+        ("data", _data_line(provenance.data)),
     ]
-    model = provenance.get("model") or "?"
-    endpoint = provenance.get("endpoint")
-    endpoints = ", ".join(endpoint) if isinstance(endpoint, list) else str(endpoint or "?")
-    sampling = provenance.get("sampling") or {}
+    model = provenance.model or "?"
+    endpoint = provenance.endpoint
+    endpoints = ", ".join(endpoint) if isinstance(endpoint, tuple) else str(endpoint or "?")
+    sampling = provenance.sampling or {}
     knobs = " ".join(f"{key}={value}" for key, value in sampling.items()) or "server defaults"
     lines.append(("model", f"{model} at {endpoints} · {knobs}"))
-    lines.append(("benchmax", f"{provenance.get('benchmax')} (python {provenance.get('python')})"))
+    lines.append(("benchmax", f"{provenance.benchmax} (python {provenance.python})"))
     return lines
 
 
-def _data_line(data: Mapping[str, Any] | None) -> str:
-    if not data:
+def _data_line(data: DataDigest | None) -> str:
+    if data is None:
         return "not recorded"
-    origin = data.get("origin")
+    origin = data.origin
     hub = f"hub {origin['hub']}@{origin.get('revision') or 'default'} · " if origin and origin.get("hub") else ""
-    files = data.get("files") or []
-    if not files:
-        return f"{hub}{data.get('source', '?')}, no local files"
-    if len(files) == 1 and data.get("count") == 1:
-        entry = files[0]
-        return f"{hub}{_digest(entry.get('sha256'))} {Path(str(entry.get('path'))).name} ({_size(entry.get('size'))})"
-    return f"{hub}{_digest(data.get('sha256'))} ({data.get('count')} files, {_size(data.get('bytes'))})"
+    if not data.files:
+        return f"{hub}{data.source or '?'}, no local files"
+    if len(data.files) == 1 and data.count == 1:
+        entry = data.files[0]
+        return f"{hub}{_digest(entry.sha256)} {Path(entry.path).name} ({_size(entry.size)})"
+    return f"{hub}{_digest(data.sha256)} ({data.count} files, {_size(data.bytes)})"
 
 
 def _digest(value: object) -> str:

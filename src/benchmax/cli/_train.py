@@ -162,25 +162,25 @@ def train_command(
     for noisy in ("httpx", "matplotlib", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     overrides: dict[str, Any] = {}
+    resumed: TrainConfig | None = None
     if resume is not None:
         try:
             with Run(resume) as stored:
-                meta = stored.meta.get("train")
+                meta = stored.run_meta.train
         except FileNotFoundError as exc:
             raise typer.BadParameter(str(exc), param_hint="--resume") from None
-        if not isinstance(meta, dict):
+        if meta is None:
             raise typer.BadParameter(f"{resume} holds no training run", param_hint="--resume")
-        if env is not None and env != meta["env"]:
-            raise typer.BadParameter(f"{resume} trained ENV {meta['env']!r}, not {env!r}", param_hint="ENV")
-        env = meta["env"]
-        overrides = {
-            key: value
-            for key, value in meta.items()
-            if key not in ("run_dir", "data_dir", "resume", "max_steps", "max_minutes", "env")
-        }
-        if meta.get("data_dir"):
-            overrides["data_dir"] = Path(meta["data_dir"])
-        run_dir = resume
+        try:
+            resumed = TrainConfig.from_meta(
+                meta, run_dir=resume, resume=True, max_steps=max_steps, max_minutes=max_minutes
+            )
+        except (BenchmaxError, TypeError, ValueError) as exc:
+            typer.echo(f"error: {resume}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if env is not None and env != resumed.env:
+            raise typer.BadParameter(f"{resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
+        env = resumed.env
     elif env is None:
         raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
     else:
@@ -214,13 +214,8 @@ def train_command(
             "eval_examples": eval_examples,
         }
     try:
-        config = TrainConfig(
-            env=env,
-            run_dir=run_dir,
-            resume=resume is not None,
-            max_steps=max_steps,
-            max_minutes=max_minutes,
-            **overrides,
+        config = resumed or TrainConfig(
+            env=env, run_dir=run_dir, resume=False, max_steps=max_steps, max_minutes=max_minutes, **overrides
         )
         with bind_model_auth(env_options.providers()):
             result = train(env, config=config, reporter=StepTable())

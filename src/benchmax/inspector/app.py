@@ -152,7 +152,7 @@ class _Api:
         key = (a, b, tuple(sorted(options.items())), left.stamp(), right.stamp())
         result = self._compared.get(key)
         if result is None:
-            changes = provenance_changes(left.meta().get("provenance"), right.meta().get("provenance"))
+            changes = provenance_changes(left.run_meta().provenance, right.run_meta().provenance)
             provenance = [{"aspect": c.aspect, "warning": c.warning, "text": c.text} for c in changes]
             result = {**compare(left, right, **options), "a": a, "b": b, "provenance": redact(provenance)}
             rows = result["examples"]["rows"]
@@ -169,15 +169,15 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
     """The run page's first answer: figures, where the run stands, its (redacted) metadata, what
     it rescored (if it is a rescore), and the table parameters the page may use (the static
     export hands the same to the browser)."""
-    meta = run.meta()
+    meta = run.run_meta()
     overview = run.overview()
     return {
         **overview,
         "progress": run.progress(),
         "run_id": run_id,
-        "meta": redact(meta),
+        "meta": redact(run.meta()),  # the page shows every stored key, as stored
         "rescore": catalog.rescore_of(meta),
-        "state": run_state(meta.get("status"), overview["rollouts"], overview["scored"]),
+        "state": run_state(meta.status_text, overview["rollouts"], overview["scored"]),
         "search": "words" if run.searchable else "substring",
         "query_spec": QUERY_SPEC,
     }

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.auth import redact_urls
-from benchmax.store import DB_NAME, RunQueries, run_env, run_status
+from benchmax.store import DB_NAME, RunMeta, RunQueries, run_status
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)", re.I)
 _SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)")
@@ -60,37 +60,36 @@ class RunCatalog:
         cached = self._headlines.get(run_id)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        meta = queries.meta()
+        meta = queries.run_meta()
         headline = queries.headline()
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         row = {
             "run_id": run_id,
-            "env": run_env(meta),
-            "model": meta.get("model") or config.get("model"),
-            "created_at": meta.get("created_at") or meta.get("started_at"),
-            "status": meta.get("status"),
-            "kind": meta.get("kind"),
+            "env": meta.env_name,
+            "model": meta.model_name,
+            "created_at": meta.created_at or meta.started_at,
+            "status": meta.status_text,
+            "kind": meta.kind,
             "rescore": self.rescore_of(meta),
             "bytes": sum(size for size in stamp[1::2]),
             **headline,
-            "state": run_state(meta.get("status"), headline["rollouts"], headline["scored"]),
+            "state": run_state(meta.status_text, headline["rollouts"], headline["scored"]),
         }
         self._headlines[run_id] = (stamp, row)
         return row
 
-    def rescore_of(self, meta: dict[str, Any]) -> dict[str, Any] | None:
+    def rescore_of(self, meta: RunMeta) -> dict[str, Any] | None:
         """For a rescored run: its source's name, creation time and, when this catalog serves
         the source too, its run id (so the page can link it); ``None`` for any other run."""
-        if meta.get("kind") != "rescore":
+        if meta.kind != "rescore":
             return None
-        source = meta.get("rescored_from")
-        name = Path(source).name if isinstance(source, str) and source else None
+        source = meta.rescored_from
+        name = Path(source).name if source else None
         served = None
         if name is not None:
             found = self.runs().get(name)
             if found is not None and _same_path(found, Path(str(source))):
                 served = name
-        return {"source": name, "run_id": served, "source_created_at": meta.get("source_created_at")}
+        return {"source": name, "run_id": served, "source_created_at": meta.source_created_at}
 
     def close(self) -> None:
         with self._lock:

@@ -13,6 +13,7 @@ from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evalu
 from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
 from benchmax.runner._validate import Problem, Report, validate_env
 from benchmax.runner._verdict import RunVerdict, judge_run
+from benchmax.store import RunMeta  # the record RunSession.create takes; its home is the store
 
 __all__ = [
     "DEFAULT_MAX_FAILURE_RATE",
@@ -29,6 +30,7 @@ __all__ = [
     "RolloutSlots",
     "RunConfig",
     "RunKind",
+    "RunMeta",
     "RunObserver",
     "RunOrigin",
     "RunResult",

@@ -32,6 +32,7 @@ from benchmax.auth import redact_url
 from benchmax.envs import SamplingParams
 from benchmax.loading import EnvSpec
 from benchmax.runner._digest import FileDigests
+from benchmax.store import CodeDigest, DataDigest, DataFile, EnvIdentity, GitState, Provenance
 
 MAX_SOURCE_FILES = 256
 """Source files hashed per env at most (the env's own module always among them)."""
@@ -61,48 +62,49 @@ class RunOrigin:
     model: str | None = None
     endpoint: str | Sequence[str] | None = None
     sampling: SamplingParams | None = None
-    inherited: Mapping[str, Any] | None = None
+    inherited: Provenance | None = None
 
 
-def run_provenance(origin: RunOrigin) -> dict[str, Any]:
-    """The provenance record of a run starting from ``origin`` (JSON-ready; never raises for git or files)."""
-    inherited = dict(origin.inherited or {})
+def run_provenance(origin: RunOrigin) -> Provenance:
+    """The provenance record of a run starting from ``origin`` (never raises for git or files)."""
+    inherited = origin.inherited or Provenance()
     cls = origin.env if inspect.isclass(origin.env) else type(origin.env) if origin.env is not None else None
     env, root, main = _env_identity(cls, origin.spec)
-    record: dict[str, Any] = {
-        "benchmax": __version__,
-        "python": platform.python_version(),
-        "recorded_at": time.time(),
-        "env": env,
-        "code": _code(root, main),
-        "git": _git(_directory_of(root, main), main),
-    }
     if origin.dataset is not None:
         with FileDigests() as digests:
-            record["data"] = _data(origin.dataset, digests)
+            data = _data(origin.dataset, digests)
     else:
-        record["data"] = inherited.get("data")
-    record["model"] = origin.model if origin.model is not None else inherited.get("model")
-    endpoint = origin.endpoint if origin.endpoint is not None else inherited.get("endpoint")
-    record["endpoint"] = _endpoint(endpoint) if endpoint is not None else None
-    record["sampling"] = _sampling(origin.sampling) if origin.sampling is not None else inherited.get("sampling")
-    if origin.inherited is not None:
-        record["inherited"] = [
+        data = inherited.data
+    endpoint = origin.endpoint if origin.endpoint is not None else inherited.endpoint
+    return Provenance(
+        benchmax=__version__,
+        python=platform.python_version(),
+        recorded_at=time.time(),
+        env=env,
+        code=_code(root, main),
+        git=_git(_directory_of(root, main), main),
+        data=data,
+        model=origin.model if origin.model is not None else inherited.model,
+        endpoint=_endpoint(endpoint) if endpoint is not None else None,
+        sampling=_sampling(origin.sampling) if origin.sampling is not None else inherited.sampling,
+        inherited=None
+        if origin.inherited is None
+        else tuple(
             key
             for key, own in (("data", origin.dataset), ("model", origin.model), ("endpoint", origin.endpoint),
                              ("sampling", origin.sampling))
             if own is None
-        ]  # fmt: skip
-    return record
+        ),
+    )  # fmt: skip
 
 
-def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[dict[str, Any], Path | None, Path | None]:
+def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[EnvIdentity, Path | None, Path | None]:
     """What names the env, the root its source is hashed under, and its own module file."""
     main = _source_file(cls)
     installed = spec.installed() if spec is not None else None
     env: dict[str, Any] = {"spec": spec.spec if spec is not None else None}
     if cls is not None:
-        env["class"] = f"{cls.__module__}.{cls.__qualname__}"
+        env["class_name"] = f"{cls.__module__}.{cls.__qualname__}"
     if installed is not None:
         env.update(
             kind="package",
@@ -124,7 +126,7 @@ def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[dict[str, Any
         if dist is not None:
             env.update(distribution=dist.metadata["Name"], version=dist.version)
     env["path"] = str(main) if main is not None else None
-    return env, root, main
+    return EnvIdentity(**env), root, main
 
 
 def _source_file(cls: type | None) -> Path | None:
@@ -167,7 +169,7 @@ def _directory_of(root: Path | None, main: Path | None) -> Path | None:
     return main.parent if main is not None else None
 
 
-def _code(root: Path | None, main: Path | None) -> dict[str, Any]:
+def _code(root: Path | None, main: Path | None) -> CodeDigest:
     """One digest over the env's source files (sorted relative paths and their contents)."""
     files = _source_files(root, main)
     truncated = len(files) > MAX_SOURCE_FILES
@@ -192,14 +194,14 @@ def _code(root: Path | None, main: Path | None) -> dict[str, Any]:
         if len(digests) < LISTED_SOURCE_FILES:
             digests[relative] = digest[:16]
         hashed += 1
-    return {
-        "root": str(base) if base is not None else None,
-        "sha256": combined.hexdigest() if hashed else None,
-        "files": hashed,
-        "bytes": total,
-        "truncated": truncated,
-        "digests": digests,
-    }
+    return CodeDigest(
+        root=str(base) if base is not None else None,
+        sha256=combined.hexdigest() if hashed else None,
+        files=hashed,
+        bytes=total,
+        truncated=truncated,
+        digests=digests,
+    )
 
 
 def _source_files(root: Path | None, main: Path | None) -> list[Path]:
@@ -223,7 +225,7 @@ def _source_files(root: Path | None, main: Path | None) -> list[Path]:
     return found
 
 
-def _git(directory: Path | None, main: Path | None) -> dict[str, Any] | None:
+def _git(directory: Path | None, main: Path | None) -> GitState | None:
     """The commit and dirty state of the env's directory when it is tracked in a git repository."""
     if directory is None or shutil.which("git") is None:
         return None
@@ -251,21 +253,23 @@ def _git(directory: Path | None, main: Path | None) -> dict[str, Any] | None:
         status = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return None
-    return {
-        "commit": head.stdout.strip() or None,
-        "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
-        "repository": top.stdout.strip(),
-    }
+    return GitState(
+        commit=head.stdout.strip() or None,
+        dirty=bool(status.stdout.strip()) if status.returncode == 0 else None,
+        repository=top.stdout.strip(),
+    )
 
 
-def _data(dataset: object, digests: FileDigests) -> dict[str, Any]:
+def _data(dataset: object, digests: FileDigests) -> DataDigest:
     files = _dataset_files(dataset)
-    record: dict[str, Any] = {"source": type(dataset).__name__}
     origin = getattr(dataset, "origin", None)
-    if isinstance(origin, Mapping) and origin.get("hub"):
-        record["origin"] = {key: value for key, value in origin.items() if value is not None}
+    hub = (
+        {key: value for key, value in origin.items() if value is not None}
+        if isinstance(origin, Mapping) and origin.get("hub")
+        else None
+    )
     combined = hashlib.sha256()
-    entries: list[dict[str, Any]] = []
+    entries: list[DataFile] = []
     total = 0
     hashed = 0
     for file in files[:MAX_DATA_FILES]:
@@ -273,21 +277,22 @@ def _data(dataset: object, digests: FileDigests) -> dict[str, Any]:
             size = file.stat().st_size
             digest = digests.sha256(file)
         except OSError as exc:
-            entries.append({"path": str(file), "error": f"{type(exc).__name__}: {exc}"})
+            entries.append(DataFile(str(file), error=f"{type(exc).__name__}: {exc}"))
             continue
         total += size
         hashed += 1
         combined.update(f"{file.name}\0{digest}\n".encode())
         if len(entries) < LISTED_DATA_FILES:
-            entries.append({"path": str(file.resolve()), "size": size, "sha256": digest})
-    record.update(
-        files=entries,
+            entries.append(DataFile(str(file.resolve()), size=size, sha256=digest))
+    return DataDigest(
+        source=type(dataset).__name__,
+        origin=hub,
+        files=tuple(entries),
         count=len(files),
         bytes=total,
         sha256=combined.hexdigest() if hashed else None,
         truncated=len(files) > MAX_DATA_FILES,
     )
-    return record
 
 
 def _dataset_files(dataset: object) -> list[Path]:
@@ -303,10 +308,10 @@ def _dataset_files(dataset: object) -> list[Path]:
     return []
 
 
-def _endpoint(value: str | Sequence[str]) -> str | list[str]:
+def _endpoint(value: str | Sequence[str]) -> str | tuple[str, ...]:
     if isinstance(value, str):
         return _clean_url(value)
-    return [_clean_url(url) for url in value]
+    return tuple(_clean_url(url) for url in value)
 
 
 def _clean_url(url: str) -> str:

@@ -53,24 +53,34 @@ from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
-from benchmax.store import SQL_PARAMETERS, RolloutScore, Run, ScoredGroup, chunks, decode_transcript
+from benchmax.store import (
+    SQL_PARAMETERS,
+    Provenance,
+    RolloutScore,
+    Run,
+    RunMeta,
+    ScoredGroup,
+    StoreError,
+    chunks,
+    decode_transcript,
+)
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
 """Runs smaller than this (rollouts) are rescored in this process: starting workers costs more."""
-_NOT_INHERITED = (
-    "status",
-    "error",
-    "kind",
-    "created_at",
-    "started_at",
-    "ended_at",
-    "active_seconds",
-    "outages",
-    "cost",
-    "provenance",
-    "provenance_resumes",
-)
+_NOT_INHERITED: dict[str, Any] = {
+    "status": None,
+    "error": None,
+    "kind": None,
+    "created_at": None,
+    "started_at": None,
+    "ended_at": None,
+    "active_seconds": None,
+    "outages": (),
+    "cost": None,
+    "provenance": None,
+    "provenance_resumes": (),
+}
 """Source metadata that describes the source's own run, not the rescored one."""
 
 
@@ -107,8 +117,10 @@ async def arescore(
         raise ValueError(f"executor must be local or ray, got {executor!r}")
     table = PriceTable.load(prices)
     with Run(source) as old:
-        meta = old.meta
-        config = RunConfig.from_meta(meta["config"])
+        meta = old.run_meta
+        if meta.config is None:
+            raise StoreError(f"{source} holds no eval config (only an eval or rescored run can be rescored)")
+        config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
         ranges = _group_ranges(old)
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
@@ -144,13 +156,14 @@ async def arescore(
             RunSession.create,
             target,
             kind="rescore",
-            meta={
-                **{key: value for key, value in meta.items() if key not in _NOT_INHERITED},
-                "config": replace(config, env=spec.spec, run_dir=target).to_meta(),
-                "rescored_from": str(source),
-                "source_created_at": meta.get("created_at"),
-                "source_cost": meta.get("cost"),
-            },
+            meta=replace(
+                meta,
+                **_NOT_INHERITED,
+                config=replace(config, env=spec.spec, run_dir=target).to_meta(),
+                rescored_from=str(source),
+                source_created_at=meta.created_at,
+                source_cost=meta.cost,
+            ),
             origin=origin,
         )
         session = await asyncio.to_thread(create)
@@ -171,7 +184,7 @@ async def arescore(
                 await asyncio.to_thread(session.close_batches)
             finally:
                 figures = merge_figures(*spent)
-                session.set_meta(
+                session.update_meta(
                     cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
                 )
     finally:
@@ -179,18 +192,13 @@ async def arescore(
     return target
 
 
-def _source_provenance(meta: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+def _source_provenance(meta: RunMeta, config: RunConfig) -> Provenance:
     """What made the source's transcripts: its provenance, or (a run from before provenance) its config."""
-    recorded = meta.get("provenance")
-    if recorded:
-        return dict(recorded)
-    base_url = meta.get("base_url") or config.base_url
-    return {
-        "data": None,
-        "model": meta.get("model") or config.model,
-        "endpoint": EMBEDDED if base_url == EMBEDDED else base_url,
-        "sampling": None,
-    }
+    if meta.provenance is not None:
+        return meta.provenance
+    base_url = meta.base_url or config.base_url
+    endpoint = tuple(base_url) if isinstance(base_url, list | tuple) else base_url
+    return Provenance(model=meta.model or config.model, endpoint=EMBEDDED if endpoint == EMBEDDED else endpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +209,7 @@ class _Job:
     env: str
     env_kwargs: dict[str, Any]
     engine: EngineConfig
-    meta: dict[str, Any]
+    meta: RunMeta
     concurrency: int
     prices: PriceTable | None = None
     cache: CacheSettings | None = None
@@ -410,11 +418,11 @@ def _messages(row: Sequence[Any]) -> list[dict[str, Any]]:
     return decode_transcript(row[19]) or []
 
 
-def _request(row: Sequence[Any], example: Example, meta: dict[str, Any]) -> RolloutRequest:
+def _request(row: Sequence[Any], example: Example, meta: RunMeta) -> RolloutRequest:
     return RolloutRequest(
         rollout_id=row[1],
         example=example,
-        model=str(meta.get("model") or "stored"),
+        model=meta.model or "stored",
         base_url="stored://transcript",
         split=row[7],
         sampling=_sampling(row[21]),

@@ -35,7 +35,7 @@ from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
-from benchmax.store import Run, RunStats, StoreError
+from benchmax.store import Run, RunMeta, RunStats, StoreError
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -176,7 +176,7 @@ async def arun(
                     RunSession.create,
                     run_dir,
                     kind="eval",
-                    meta={"config": config.to_meta(), "pass_threshold": config.pass_threshold},
+                    meta=RunMeta(config=config.to_meta(), pass_threshold=config.pass_threshold),
                     origin=origin,
                 )
             )
@@ -186,7 +186,7 @@ async def arun(
                 session.abandon(exc) if resume else session.discard()
                 raise
             async with session.running():
-                session.set_meta(
+                session.update_meta(
                     env_class=f"{type(env).__module__}.{type(env).__qualname__}",
                     env_file=_source_file(env),
                     model=endpoint.model,
@@ -215,7 +215,7 @@ async def arun(
                 logger.exception("%s.aclose() failed", type(env).__name__)
     with Run(run_dir) as run:
         stats = run.stats()
-        cost = run.meta.get("cost")
+        cost = run.run_meta.cost
     verdict = judge_run(stats, config.max_failure_rate)
     return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
 

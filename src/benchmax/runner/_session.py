@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +29,10 @@ from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.store import (
     DB_NAME,
     GroupWrite,
+    Provenance,
+    ProvenanceResume,
     RolloutCost,
+    RunMeta,
     RunStatus,
     RunWriter,
     ScoredGroup,
@@ -90,33 +93,39 @@ class RunSession:
         self.writer = writer
         self.run_dir = writer.run_dir
         self.resumed = resumed
-        meta = writer.meta()
-        self._previous_active = float(meta.get("active_seconds") or 0.0)
+        meta = writer.run_meta()
+        self._previous_active = meta.active_seconds or 0.0
         self._began = time.time()
-        self._outages: list[dict[str, Any]] = list(meta.get("outages") or [])
+        self._outages: list[Mapping[str, Any]] = list(meta.outages)
         self._closed = False
 
     @classmethod
     def create(
-        cls, run_dir: str | Path, *, kind: RunKind, meta: Mapping[str, Any], origin: RunOrigin | None = None
+        cls,
+        run_dir: str | Path,
+        *,
+        kind: RunKind,
+        meta: RunMeta | Mapping[str, Any] = RunMeta(),
+        origin: RunOrigin | None = None,
     ) -> RunSession:
-        """A new run in ``run_dir``, its provenance recorded from ``origin``; refuses a directory
-        that holds a run already. Hashes the env's files (cached): call it off the event loop."""
+        """A new run in ``run_dir`` with ``meta`` (its kind, status, times, versions and provenance
+        set here; the provenance recorded from ``origin``); refuses a directory that holds a run
+        already. Hashes the env's files (cached): call it off the event loop."""
         RunWriter.check_new(run_dir)
         provenance = cls._provenance(origin)
         now = time.time()
         writer = RunWriter.create(
             run_dir,
-            {
-                "kind": kind,
-                "status": "running",
-                "created_at": now,
-                "started_at": now,
-                "active_seconds": 0.0,
-                "versions": {"benchmax": __version__, "python": sys.version.split()[0]},
-                **meta,
-                "provenance": provenance,
-            },
+            replace(
+                meta if isinstance(meta, RunMeta) else RunMeta.from_json(meta),
+                kind=kind,
+                status="running",
+                created_at=now,
+                started_at=now,
+                active_seconds=0.0,
+                versions={"benchmax": __version__, "python": sys.version.split()[0]},
+                provenance=provenance,
+            ),
         )
         return cls(writer, resumed=False)
 
@@ -134,23 +143,23 @@ class RunSession:
         return session
 
     @staticmethod
-    def _provenance(origin: RunOrigin | None) -> dict[str, Any]:
+    def _provenance(origin: RunOrigin | None) -> Provenance:
         """The one place a run's provenance is made, for eval, rescore and training alike."""
         return run_provenance(origin or RunOrigin())
 
-    def _note_resumed(self, provenance: dict[str, Any]) -> None:
-        stored = self.writer.meta().get("provenance")
-        if not stored:
-            self.writer.set_meta(provenance={**provenance, "recorded_on_resume": True})
+    def _note_resumed(self, provenance: Provenance) -> None:
+        meta = self.writer.run_meta()
+        stored = meta.provenance
+        if stored is None:
+            self.writer.update_meta(provenance=replace(provenance, recorded_on_resume=True))
             return
         changes = [change.text for change in provenance_changes(stored, provenance) if change.warning]
         if not changes:
             return
         for change in changes:
             logger.warning("resuming %s: %s since the run started", self.run_dir, change)
-        resumes = list(self.writer.meta().get("provenance_resumes") or [])
-        resumes.append({"at": time.time(), "changes": changes, "provenance": provenance})
-        self.writer.set_meta(provenance_resumes=resumes)
+        resume = ProvenanceResume(at=time.time(), changes=tuple(changes), provenance=provenance)
+        self.writer.update_meta(provenance_resumes=(*meta.provenance_resumes, resume))
 
     @staticmethod
     def check_new(run_dir: str | Path) -> None:
@@ -160,10 +169,19 @@ class RunSession:
     # What the run holds.
 
     def meta(self) -> dict[str, Any]:
+        """The meta table as a plain dict (for users' code; benchmax reads :meth:`run_meta`)."""
         return self.writer.meta()
 
+    def run_meta(self) -> RunMeta:
+        return self.writer.run_meta()
+
     def set_meta(self, **values: Any) -> None:
+        """Store meta keys as given (users' own keys too; benchmax writes :meth:`update_meta`)."""
         self.writer.set_meta(**values)
+
+    def update_meta(self, **changes: Any) -> None:
+        """Record :class:`~benchmax.store.RunMeta` fields by name (a misspelt name raises ``TypeError``)."""
+        self.writer.update_meta(**changes)
 
     def add_examples(self, split: str, examples: Iterable[Example[Any]]) -> None:
         self.writer.add_examples(split, examples)
@@ -274,14 +292,14 @@ class RunSession:
         ]
         self._outages.append(entry)
         with suppress(StoreError):
-            self.writer.set_meta(outages=self._outages)
+            self.writer.update_meta(outages=tuple(self._outages))
 
     # Lifecycle.
 
     @contextmanager
     def lifecycle(self) -> Iterator[RunSession]:
         """Mark the run running; on the way out mark it completed, interrupted or failed, and close it."""
-        self.writer.set_meta(status="running", error=None)
+        self.writer.update_meta(status="running", error=None)
         try:
             yield self
         except BaseException as exc:

@@ -35,7 +35,7 @@ class RunSpend:
         self.prices = prices
         self.max_cost = max_cost
         self._current = current
-        self._previous = calls_from_meta(session.meta().get("cost"))
+        self._previous = calls_from_meta(session.run_meta().cost)
         self._stored_at = time.monotonic()
 
     def figures(self) -> tuple[CallFigures, ...]:
@@ -47,7 +47,7 @@ class RunSpend:
 
     def store(self) -> None:
         self._stored_at = time.monotonic()
-        self.session.set_meta(cost=self.to_meta())
+        self.session.update_meta(cost=self.to_meta())
 
     def due(self) -> bool:
         return time.monotonic() - self._stored_at >= _STORE_EVERY

@@ -15,20 +15,23 @@ from benchmax.store._excerpt import EXCERPT_CHARS, MAX_IMAGE_URI_CHARS, content_
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
 from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Sample, Spread
 from benchmax.store._ids import MIN_SHORT_ID, is_digest, short_ids
-from benchmax.store._provenance import ProvenanceChange, provenance_changes
+from benchmax.store._meta import ProvenanceResume, RunMeta
+from benchmax.store._provenance import (
+    CodeDigest,
+    DataDigest,
+    DataFile,
+    EnvIdentity,
+    GitState,
+    Provenance,
+    ProvenanceChange,
+    provenance_changes,
+)
 from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, RunQueries, match_query
 from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, run_status
-from benchmax.store._writer import (
-    MAX_QUEUED_ROLLOUTS,
-    GroupWrite,
-    RolloutCost,
-    RolloutScore,
-    RunWriter,
-    ScoredGroup,
-    StoreError,
-)
+from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, RunWriter
+from benchmax.store._writes import GroupWrite, RolloutCost, RolloutScore, ScoredGroup, StoreError
 
 __all__ = [
     "DB_NAME",
@@ -44,14 +47,21 @@ __all__ = [
     "SCHEMA_VERSION",
     "SQL_PARAMETERS",
     "Bar",
+    "CodeDigest",
     "ComponentStats",
+    "DataDigest",
+    "DataFile",
     "Delta",
+    "EnvIdentity",
     "ExamplePass",
+    "GitState",
     "GroupRecord",
     "GroupSpread",
     "GroupWrite",
     "Page",
+    "Provenance",
     "ProvenanceChange",
+    "ProvenanceResume",
     "ReasonCount",
     "RolloutCost",
     "RolloutFilter",
@@ -59,6 +69,7 @@ __all__ = [
     "RolloutScore",
     "Run",
     "RunDiff",
+    "RunMeta",
     "RunQueries",
     "RunStats",
     "RunStatus",

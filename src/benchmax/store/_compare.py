@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import orjson
 
 from benchmax.store import _compat
+from benchmax.store._meta import RunMeta
 from benchmax.store._queries import MAX_PAGE, Page
 
 HEADLINE = "reward"
@@ -87,11 +88,9 @@ class RunDiff:
         return self.env_a is None or self.env_b is None or self.env_a == self.env_b
 
 
-def run_env(meta: Mapping[str, Any]) -> str | None:
+def run_env(meta: Mapping[str, Any] | RunMeta) -> str | None:
     """The env a run's metadata names: its class as loaded, else the spec it was run with."""
-    config = meta.get("config") if isinstance(meta.get("config"), Mapping) else {}
-    name = meta.get("env_class") or config.get("env")
-    return str(name) if name else None
+    return (meta if isinstance(meta, RunMeta) else RunMeta.from_json(meta)).env_name
 
 
 def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
@@ -312,7 +311,7 @@ def _page_prompts(a: Any, b: Any, example_ids: list[str]) -> dict[str, str]:
 
 def _with_envs(a: Any, b: Any, result: dict[str, Any]) -> dict[str, Any]:
     """The compare page's answer, with whether it is one (a shared example) and each run's env."""
-    env_a, env_b = run_env(a.meta()), run_env(b.meta())
+    env_a, env_b = a.run_meta().env_name, b.run_meta().env_name
     return {
         **result,
         "comparable": result["common"] > 0,

@@ -37,6 +37,7 @@ import orjson
 from benchmax.envs import is_scorable
 from benchmax.store._excerpt import one_line, prompt_excerpts
 from benchmax.store._ids import short_ids
+from benchmax.store._meta import RunMeta
 
 DEFAULT_BINS = 20
 SUMMARY_EXAMPLES = 15
@@ -226,7 +227,7 @@ def stored_threshold(conn: sqlite3.Connection) -> float:
 def run_stats(
     conn: sqlite3.Connection,
     *,
-    meta: Mapping[str, Any],
+    meta: RunMeta,
     pass_threshold: float | None = None,
     examples: int | None = SUMMARY_EXAMPLES,
 ) -> RunStats:
@@ -267,7 +268,7 @@ def run_stats(
 
 
 def _from_kept(
-    conn: sqlite3.Connection, meta: Mapping[str, Any], threshold: float, stored: float, examples: int | None
+    conn: sqlite3.Connection, meta: RunMeta, threshold: float, stored: float, examples: int | None
 ) -> RunStats | None:
     """:class:`RunStats` from the figures the writer kept, when they still describe the run."""
     try:
@@ -422,7 +423,7 @@ def keep(conn: sqlite3.Connection) -> None:
     stamp = data_stamp(conn)
     if all(kept(conn, name, stamp) is not None for name in CACHED):
         return
-    values = {"overview": overview(conn), "distributions": distributions(conn, {})}
+    values = {"overview": overview(conn), "distributions": distributions(conn, RunMeta())}
     conn.executemany(
         "INSERT INTO figures (name, stamp, value) VALUES (?, ?, ?)"
         " ON CONFLICT (name) DO UPDATE SET stamp = excluded.stamp, value = excluded.value",
@@ -487,7 +488,7 @@ def headline(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 @_in_snapshot
-def distributions(conn: sqlite3.Connection, meta: Mapping[str, Any], *, bins: int = DEFAULT_BINS) -> dict[str, Any]:
+def distributions(conn: sqlite3.Connection, meta: RunMeta, *, bins: int = DEFAULT_BINS) -> dict[str, Any]:
     """The figures of whole-run spread: latency, tokens, turns, zero-fills, no-signal groups."""
     totals = group_totals(conn)
     total = _scalar(conn, "SELECT COUNT(*) FROM rollouts")
@@ -642,13 +643,13 @@ def histogram(
     return [Bar(low + i * width, low + (i + 1) * width, counts.get(i, 0)) for i in range(bins)]
 
 
-def wall_seconds(meta: Mapping[str, Any], totals: Mapping[str, Any]) -> float:
+def wall_seconds(meta: RunMeta, totals: Mapping[str, Any]) -> float:
     """Seconds a process worked on the run: its active time once it ended, else its span so far."""
-    started = meta.get("started_at") or totals.get("first_started_at") or 0.0
-    ended = meta.get("ended_at") or totals.get("last_ended_at") or started
+    started = meta.started_at or totals.get("first_started_at") or 0.0
+    ended = meta.ended_at or totals.get("last_ended_at") or started
     wall = max(0.0, float(ended) - float(started))
-    if meta.get("status") in ("completed", "interrupted", "failed", "finished") and meta.get("active_seconds"):
-        wall = float(meta["active_seconds"])
+    if meta.status not in (None, "running") and meta.active_seconds:
+        wall = meta.active_seconds
     return wall
 
 

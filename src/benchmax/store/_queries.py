@@ -35,6 +35,7 @@ from benchmax.store._advantage import group_spread
 from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._excerpt import example_fields, prompt_excerpt, prompt_excerpts
 from benchmax.store._ids import short_ids
+from benchmax.store._meta import RunMeta
 
 SNIPPET_CHARS = 240
 _CACHED_PAGES = 256
@@ -280,8 +281,13 @@ class RunQueries:
     # -- run level ---------------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
+        """The meta table as a plain dict, as stored (public, for users' code)."""
         rows = self._all("SELECT key, value FROM meta WHERE key != 'schema_version'")
         return {key: _loads(value) for key, value in rows}
+
+    def run_meta(self) -> RunMeta:
+        """The run's metadata as its typed record (what every reader inside benchmax uses)."""
+        return RunMeta.from_json(self.meta())
 
     def _threshold(self) -> float:
         return _figures.stored_threshold(self._conn())
@@ -362,15 +368,15 @@ class RunQueries:
         def compute() -> dict[str, Any]:
             kept = self._kept("distributions") if bins == _figures.DEFAULT_BINS else None
             if kept is None:
-                return _figures.distributions(self._conn(), self.meta(), bins=bins)
+                return _figures.distributions(self._conn(), self.run_meta(), bins=bins)
             totals = {"first_started_at": kept["first_started_at"], "last_ended_at": kept["last_ended_at"]}
-            return {**kept, "wall_seconds": _figures.wall_seconds(self.meta(), totals)}
+            return {**kept, "wall_seconds": _figures.wall_seconds(self.run_meta(), totals)}
 
         return self._cached(f"distributions:{bins}", compute)
 
     def stats(self) -> _figures.RunStats:
         """The same figures as the CLI summary prints."""
-        return self._cached("stats", lambda: _figures.run_stats(self._conn(), meta=self.meta()))
+        return self._cached("stats", lambda: _figures.run_stats(self._conn(), meta=self.run_meta()))
 
     # -- tables ------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from benchmax.envs import Example, LogEntry
 from benchmax.store import _codec, _compat, _figures, _schema
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
+from benchmax.store._meta import RunMeta
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +112,14 @@ class Run:
 
     @property
     def meta(self) -> dict[str, Any]:
+        """The meta table as a plain dict, as stored (public, for users' code)."""
         rows = self._conn.execute("SELECT key, value FROM meta WHERE key != 'schema_version'").fetchall()
         return {key: orjson.loads(value) for key, value in rows}
+
+    @property
+    def run_meta(self) -> RunMeta:
+        """The run's metadata as its typed record (what every reader inside benchmax uses)."""
+        return RunMeta.from_json(self.meta)
 
     def __len__(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
@@ -228,7 +235,7 @@ class Run:
         self, *, pass_threshold: float | None = None, examples: int | None = _figures.SUMMARY_EXAMPLES
     ) -> _figures.RunStats:
         """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
-        return _figures.run_stats(self._conn, meta=self.meta, pass_threshold=pass_threshold, examples=examples)
+        return _figures.run_stats(self._conn, meta=self.run_meta, pass_threshold=pass_threshold, examples=examples)
 
     def short_ids(self, example_ids: Sequence[str], *, among: Sequence[Run] = ()) -> dict[str, str]:
         """``{full id: short id}`` unique in this run (and in each of ``among``, for a table of several runs)."""

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, Example, SamplingParams
 from benchmax.errors import BenchmaxError
 from benchmax.loading import EnvSpec, data_directories, open_examples
-from benchmax.runner import RunOrigin, RunSession, default_run_dir
+from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._groups import DEAD_GROUP_MODES
@@ -147,6 +147,16 @@ class TrainConfig:
             data[key] = str(data[key]) if data[key] is not None else None
         return data
 
+    @classmethod
+    def from_meta(cls, data: Mapping[str, Any], **changes: Any) -> TrainConfig:
+        """The config a training run stored (:meth:`to_meta`), with ``changes`` applied (a resume's
+        run dir and limits); a key this version does not know is left out, so an older run resumes."""
+        known = {item.name for item in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        for key in ("run_dir", "data_dir"):
+            values[key] = Path(values[key]) if values.get(key) else None
+        return cls(**{**values, **changes})
+
 
 @dataclass(frozen=True, slots=True)
 class TrainResult:
@@ -243,7 +253,7 @@ def run(session: TrainingSession) -> TrainResult:
             before = _evaluate(session)
             seconds = _train(session, resume)
             after = _evaluate(session)
-            stored.set_meta(
+            stored.update_meta(
                 steps=session.trainer.state.global_step,
                 train_seconds=seconds,
                 evals={
@@ -536,7 +546,7 @@ def _run_session(
     session = RunSession.create(
         run_dir,
         kind="train",
-        meta={"env_class": config.env, "model": config.model, "train": config.to_meta()},
+        meta=RunMeta(env_class=config.env, model=config.model, train=config.to_meta()),
         origin=origin,
     )
     session.add_examples("train", dataset)
