@@ -95,6 +95,11 @@ class TrainConfig:
             raise TrainError(f"max_refill must be >= 0, got {self.max_refill}")
         if self.train_layers is not None and self.train_layers < 1:
             raise TrainError(f"train_layers must be >= 1 (or unset: train every weight), got {self.train_layers}")
+        if "num_generations" in self.trl_args:
+            raise TrainError(
+                "trl_args must not set num_generations: it is the group size (--group-size / group_size), "
+                "which sets TRL's num_generations"
+            )
         if self.eval_group_size < 0:
             raise TrainError(f"eval_group_size must be >= 0 (0: no eval), got {self.eval_group_size}")
         if self.async_steps and self.passes_per_batch != 1:

@@ -260,6 +260,7 @@ def build(
             dead_groups=config.dead_groups,
             max_refill=config.max_refill,
             async_steps=config.async_steps,
+            group_size=config.group_size,
             concurrency=config.concurrency,
             seed=config.seed + first_batch,
         )
