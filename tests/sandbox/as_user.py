@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from benchmax.sandbox import _launcher
-from benchmax.sandbox._bwrap import _python_prefixes, find_bwrap
+from benchmax.sandbox._bwrap_host import _python_prefixes, find_bwrap
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from benchmax.train._grpo import importance_weights, shared_prefix, shared_prefix_logps
-from benchmax.train._trainer import freeze_below
+from benchmax.train._trl import freeze_below
 
 
 def test_token_truncate_caps_each_tokens_ratio_and_ignores_masked_and_unknown_tokens():

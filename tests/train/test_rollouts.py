@@ -6,8 +6,10 @@ import asyncio
 import copy
 import math
 import sqlite3
+from collections import Counter
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,7 +23,8 @@ from benchmax.store import DB_NAME, Run
 from benchmax.train import POLICY_URL
 from benchmax.train._policy import InProcessPolicy
 from benchmax.train._rewards import component_reward, zero_fill
-from benchmax.train._rollouts import RolloutBridge, TokenMismatch, assemble
+from benchmax.train._rollouts import RolloutBridge
+from benchmax.train._sequences import TokenMismatch, assemble
 
 
 def test_zero_fill_supplies_components_another_rollout_of_the_batch_emitted():
@@ -142,6 +145,26 @@ def test_dead_groups_are_not_trained_on_and_the_step_is_refilled_with_everything
     with sqlite3.connect(tmp_path / "run" / DB_NAME) as conn:
         stored = conn.execute("SELECT step, COUNT(*) FROM rollouts GROUP BY step ORDER BY step").fetchall()
     assert stored == [(batch.step, len(batch.drawn)) for batch in batches]
+
+
+def test_a_training_call_groups_by_the_runs_group_size_never_by_what_the_trainer_reports(tiny, tmp_path):
+    """The bridge's group size is the run's; TRL's ``num_generations`` is set from it and never read back."""
+    torch.manual_seed(0)
+    bridge, policy, session, _ = _signal_bridge(tiny, tmp_path, async_steps=0, dead_groups="keep", group_size=2)
+    first, second = list(bridge.examples)[:2]
+    trainer = SimpleNamespace(
+        model=SimpleNamespace(training=True),
+        state=SimpleNamespace(global_step=0),
+        args=SimpleNamespace(max_steps=1),
+        num_generations=4,
+    )
+    try:
+        output = bridge([first, first, second, second], trainer)
+    finally:
+        _close(bridge, policy, session)
+    assert len(output["rollout_id"]) == 4
+    per_group = Counter(rollout_id.rsplit("#", 1)[0] for rollout_id in output["rollout_id"])
+    assert sorted(per_group.values()) == [2, 2]
 
 
 def test_when_the_refill_bound_is_reached_dead_groups_fill_the_step_masked_out_of_the_loss(tiny, tmp_path):

@@ -41,6 +41,7 @@ def test_grpo_steps_receive_the_envs_rewards_and_masks(tiny_model_dir, tool_bias
         tiny_model_dir, tmp_path / "run", tool_bias, max_steps=3, drop_unscorable=True, dead_groups="keep"
     )
     trainer = session.trainer
+    assert session.bridge.group_size == trainer.args.num_generations == session.config.group_size == 4
     seen = []
     original = trainer._generate_and_score_completions
 
@@ -273,3 +274,9 @@ def test_several_passes_per_batch_train_synchronously_by_default_and_refuse_an_e
     assert any("async_steps=0" in line and "num_iterations" in line for line in said)
     with pytest.raises(TrainError, match="num_iterations"):
         TrainConfig(trl_args={"num_iterations": 2}, async_steps=1)
+
+
+def test_the_group_size_is_one_value_that_trl_args_cannot_set_a_second_time():
+    """``--group-size`` sets TRL's ``num_generations``; a second, different value would split the groups wrongly."""
+    with pytest.raises(TrainError, match="num_generations: it is the group size"):
+        TrainConfig(group_size=4, trl_args={"num_generations": 2})

@@ -12,7 +12,9 @@ docs/sandbox.md.
 """
 
 from benchmax.sandbox._base import Sandbox, SandboxProvider
-from benchmax.sandbox._bwrap import BwrapProvider, BwrapSandbox, find_bwrap
+from benchmax.sandbox._bwrap import BwrapProvider
+from benchmax.sandbox._bwrap_host import find_bwrap
+from benchmax.sandbox._bwrap_sandbox import BwrapSandbox
 from benchmax.sandbox._default import default_provider, sandbox_kind
 from benchmax.sandbox._docker import DockerProvider, DockerSandbox
 from benchmax.sandbox._errors import SandboxError, SandboxUnavailable

@@ -1,0 +1,81 @@
+"""A rollout's token stream as the trainer sees it, rebuilt from its turns and checked on the way."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from benchmax.envs import RolloutOutcome
+
+
+class TokenMismatch(ValueError):
+    """A turn's prompt does not extend the previous turn's tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSequence:
+    """One rollout as the trainer sees it."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    env_mask: tuple[int, ...]
+    """1 for tokens the policy generated, 0 for tool results and template glue."""
+    logprobs: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCheck:
+    """What the token check of one rollout found: ``ok``, ``mismatch`` (a turn's
+    prompt does not extend what was sampled before it) or ``no_tokens``."""
+
+    rollout_id: str
+    status: str
+    detail: str = ""
+
+
+def _masked(sequence: TokenSequence) -> TokenSequence:
+    """The same tokens, none of them trained on."""
+    return TokenSequence(
+        sequence.prompt_ids, sequence.completion_ids, (0,) * len(sequence.env_mask), sequence.logprobs
+    )
+
+
+def assemble(outcome: RolloutOutcome) -> TokenSequence:
+    """Rebuild a rollout's token stream from its turns, never from its messages.
+
+    Turn ``k+1``'s prompt must start with turn ``k``'s prompt plus completion; the
+    ids between are tool results and template glue (``env_mask`` 0). This is
+    the token check: a prompt that does not extend what was sampled before it
+    raises :class:`TokenMismatch`, and that rollout is not trained on.
+    """
+    turns = [turn for turn in outcome.turns if turn.prompt_token_ids is not None]
+    if not turns or any(turn.completion_token_ids is None for turn in turns):
+        raise ValueError("rollout has no token ids")
+    prompt = list(turns[0].prompt_token_ids or ())
+    stream = list(prompt)
+    completion: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
+    for turn in turns:
+        turn_prompt = list(turn.prompt_token_ids or ())
+        if turn_prompt[: len(stream)] != stream:
+            at = next(
+                (index for index, (a, b) in enumerate(zip(turn_prompt, stream, strict=False)) if a != b),
+                min(len(turn_prompt), len(stream)),
+            )
+            raise TokenMismatch(
+                f"turn {turn.index}'s prompt does not extend the tokens sampled before it (first difference at "
+                f"token {at} of {len(stream)})"
+            )
+        glue = turn_prompt[len(stream) :]
+        generated = list(turn.completion_token_ids or ())
+        turn_logprobs = list(turn.completion_logprobs or ())
+        if len(turn_logprobs) != len(generated):
+            turn_logprobs = [math.nan] * len(generated)  # unknown: no importance correction
+        completion += glue + generated
+        mask += [0] * len(glue) + [1] * len(generated)
+        logprobs += [0.0] * len(glue) + turn_logprobs
+        stream = turn_prompt + generated
+    if not completion:
+        raise ValueError("rollout generated no tokens")
+    return TokenSequence(tuple(prompt), tuple(completion), tuple(mask), tuple(logprobs))
