@@ -14,6 +14,7 @@ import copy
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -260,7 +261,7 @@ def run(session: TrainingSession) -> TrainResult:
         run_dir=session.run_dir,
         steps=int(session.trainer.state.global_step),
         log_history=history,
-        components=session.components,
+        components=tuple(session.trainer.reward_func_names),  # the probe's, then any adopted mid-run
         curve=curve,
         curves=curves,
         eval_before=before,
@@ -273,7 +274,10 @@ def _train(session: TrainingSession, resume: bool) -> float:
     """The training loop alone (no load, no eval); generation ahead of it stops with it."""
     started = time.perf_counter()
     try:
-        session.trainer.train(resume_from_checkpoint=True if resume else None)
+        with warnings.catch_warnings():
+            # TRL reads transformers' deprecated alias at every logprob pass; nothing the user can act on
+            warnings.filterwarnings("ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning)
+            session.trainer.train(resume_from_checkpoint=True if resume else None)
     finally:
         session.loop.run(session.bridge.aclose_pipeline())
     return time.perf_counter() - started
@@ -603,9 +607,6 @@ def _trainer(
         "seed": config.seed,
         "dataloader_num_workers": 0,
         "disable_tqdm": True,
-        # TRL turns it on by default; it trades compute for memory a CPU run has plenty of,
-        # and it makes backward run through frozen layers (train_layers)
-        "gradient_checkpointing": False,
     }
     if config.vllm is not None:
         arguments.update(use_vllm=True, vllm_mode=config.vllm)
@@ -619,6 +620,12 @@ def _trainer(
         # default for vLLM (sequence_mask) drops a whole sequence once its ratio passes the cap
         arguments["vllm_importance_sampling_mode"] = "token_truncate"
     arguments.update(config.trl_args)
+    if not {"gradient_checkpointing", "activation_checkpointing"} & set(config.trl_args):
+        # TRL turns it on by default; it trades compute for memory a CPU run has plenty of,
+        # and it makes backward run through frozen layers (train_layers). Under its current
+        # name where transformers has one: the old name prints a FutureWarning mid-run.
+        renamed = "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+        arguments["activation_checkpointing" if renamed else "gradient_checkpointing"] = False
     trainer = trainer_class()(
         model=model,
         reward_funcs=[component_reward(name, drop_unscorable=config.drop_unscorable) for name in components],
