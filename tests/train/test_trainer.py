@@ -328,5 +328,5 @@ def test_a_component_no_probe_rollout_emitted_is_trained_on_from_the_step_it_app
         assert entry["rewards/late/mean"] == pytest.approx(0.25)
         assert entry["reward"] == pytest.approx(0.5 + 0.25)  # late is in the sum, with weight 1
     said = [record.getMessage() for record in caplog.records if "new reward component" in record.getMessage()]
-    assert len(said) == 1 and "'late'" in said[0] and "step 0" in said[0], said
+    assert len(said) == 1 and "'late'" in said[0] and "at step 1 " in said[0], said
     assert not any("not trained on" in record.getMessage() for record in caplog.records)

@@ -507,7 +507,7 @@ class RolloutBridge:
                 "new reward component %r at step %d (no probe rollout emitted it): trained on from this "
                 "step, weight %g",
                 name,
-                int(trainer.state.global_step),
+                int(trainer.state.global_step) + 1,  # numbered as the terminal numbers the update it feeds
                 weight,
             )
 
