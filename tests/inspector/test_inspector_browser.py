@@ -207,6 +207,7 @@ def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
     assert "the tool tripped on purpose" in tools_logs.inner_text()
     assert transcript.locator(".logs", has_text="while scoring").count() == 1
     assert page.locator(".tool-call").first.inner_text().count('"a": 1') == 1
+    page.evaluate("window.scrollTo(0, 0)")  # the traceback click scrolled: sticky headers would land mid-shot
     page.screenshot(path=str(shots / "inspector-rollout.png"), full_page=True)
 
     page.select_option("select[aria-label='minimum log level']", "40")

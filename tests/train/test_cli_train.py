@@ -39,6 +39,8 @@ def test_benchmax_train_prints_one_compact_row_per_step_and_keeps_every_figure_i
     out = completed.stdout
     # no metric dict of TRL's, on either stream
     assert "{'" not in out + completed.stderr, out
+    # nor transformers' deprecation notices about names benchmax or TRL use (issue 32)
+    assert "FutureWarning" not in completed.stderr, completed.stderr[-3000:]
 
     lines = out.splitlines()
     headers = [index for index, line in enumerate(lines) if _cells(line)[0] == "step"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import torch
 from calculator_env import CalculatorEnv
 from typer.testing import CliRunner
 
+from benchmax.envs import BaseEnv, ListDataset
 from benchmax.store import DB_NAME, Run
 from benchmax.train import TrainConfig, TrainError, build, run
 
@@ -280,3 +282,58 @@ def test_the_group_size_is_one_value_that_trl_args_cannot_set_a_second_time():
     """``--group-size`` sets TRL's ``num_generations``; a second, different value would split the groups wrongly."""
     with pytest.raises(TrainError, match="num_generations: it is the group size"):
         TrainConfig(group_size=4, trl_args={"num_generations": 2})
+
+
+class _LateComponentEnv(BaseEnv):
+    """``late`` only on the second example: the probe group (the first example) never sees it.
+
+    Both components score the sibling's index mod 2, so every group is live and the
+    step's mean reward says exactly which components TRL summed."""
+
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return ListDataset(
+            [
+                {"prompt_messages": [{"role": "user", "content": f"what is two plus {word}"}], "late": late}
+                for word, late in (("three", False), ("five", True))
+            ]
+        )
+
+    async def compute_reward(self, rollout):
+        sibling = float(int(re.search(r"(\d+)$", rollout.rollout_id)[1]) % 2)  # "<group>#1", "probe-1"
+        return {"score": sibling, "late": sibling} if rollout.example_args["late"] else {"score": sibling}
+
+
+def test_a_component_no_probe_rollout_emitted_is_trained_on_from_the_step_it_appears(
+    tiny_model_dir, tmp_path, caplog
+):
+    caplog.set_level("INFO", logger="benchmax.train")
+    session = build(
+        _LateComponentEnv(),
+        model=str(tiny_model_dir),
+        run_dir=tmp_path / "run",
+        group_size=2,
+        prompts_per_step=2,
+        max_tokens=4,
+        max_steps=2,
+        async_steps=0,
+        seed=0,
+    )
+    assert session.components == ("score",)  # what the probe saw
+    try:
+        result = run(session)
+    finally:
+        session.close()
+
+    assert result.components == ("score", "late")
+    assert session.trainer.reward_weights.tolist() == [1.0, 1.0]
+    steps = [entry for entry in result.log_history if "reward" in entry]
+    assert len(steps) == 2
+    for entry in steps:
+        # each step draws both examples: score [0, 1] [0, 1], late [0, 0 filled] [0, 1]
+        assert entry["rewards/late/mean"] == pytest.approx(0.25)
+        assert entry["reward"] == pytest.approx(0.5 + 0.25)  # late is in the sum, with weight 1
+    said = [record.getMessage() for record in caplog.records if "new reward component" in record.getMessage()]
+    assert len(said) == 1 and "'late'" in said[0] and "at step 1 " in said[0], said
+    assert not any("not trained on" in record.getMessage() for record in caplog.records)

@@ -36,7 +36,7 @@ from benchmax.envs import (
 from benchmax.runner import GroupKey, RolloutSlots, RunSession, failed_group
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._pipeline import StepPipeline
-from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, zero_fill
+from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, component_reward, zero_fill
 from benchmax.train._sequences import TokenCheck, TokenMismatch, TokenSequence, _masked, assemble
 from benchmax.train._tokens import render_prompt
 
@@ -114,7 +114,6 @@ class RolloutBridge:
     """Recent training batches by step (the trainer's callbacks read and drop them)."""
     _batch: int = field(default=-1, repr=False)
     _slots: RolloutSlots | None = field(default=None, repr=False)
-    _warned: set[str] = field(default_factory=set, repr=False)
     _pipeline: StepPipeline | None = field(default=None, repr=False)
     _sampler: ExampleSampler | None = field(default=None, repr=False)
     _live_rate: float = field(default=1.0, repr=False)
@@ -129,7 +128,9 @@ class RolloutBridge:
         training = bool(getattr(trainer.model, "training", True))
         if not training:
             size = trainer.num_generations_eval
-            return self.generate(prompts, group_size=size, step=int(trainer.state.global_step), split="eval")
+            output = self.generate(prompts, group_size=size, step=int(trainer.state.global_step), split="eval")
+            self._adopt_components(trainer, output[REWARDS_KEY])
+            return output
         if self.group_size is None:
             raise ValueError("RolloutBridge.group_size is not set: training needs the run's group size")
         size = self.group_size
@@ -151,6 +152,7 @@ class RolloutBridge:
         if isinstance(store, Mapping) and "train" in store:
             for name, value in metrics.items():
                 store["train"][name].append(float(value))
+        self._adopt_components(trainer, batch.rewards)
         return self._output(batch)
 
     # -- training steps ------------------------------------------------------
@@ -233,7 +235,6 @@ class RolloutBridge:
         examples = [group.example for group, result, _ in chosen for _ in result.outcomes]
         masked = [flag for _, result, flag in chosen for _ in result.outcomes]
         fill = zero_fill([outcome.rewards for outcome in outcomes])
-        self._warn_unknown(fill.components)
         checks = []
         sequences = []
         for outcome, example, hidden in zip(outcomes, examples, masked, strict=True):
@@ -341,7 +342,6 @@ class RolloutBridge:
         if self.policy is not None:
             self.policy.release([outcome.rollout_id for outcome in outcomes])
         fill = zero_fill([outcome.rewards for outcome in outcomes])
-        self._warn_unknown(fill.components)
         built = [self._sequence(outcome, example) for outcome, example in pairs]
         sequences = [sequence for sequence, _ in built]
         self.last = RolloutBatch(
@@ -464,15 +464,32 @@ class RolloutBridge:
         except Exception:
             logger.exception("writing batch %d's rollouts to the run store failed", batch)
 
-    def _warn_unknown(self, components: Sequence[str]) -> None:
+    def _adopt_components(self, trainer: Any, rewards: Sequence[Mapping[str, float]]) -> None:
+        """Train on a component first emitted after training started, from this step on.
+
+        The probe group before training sees what one example's rollouts happen to
+        emit; a conditional component (``exact`` only for one-word replies) may first
+        appear at any step. It joins TRL's reward functions here, in the trainer's
+        thread before TRL scores the batch, with its ``--weight`` or 1.0 like the
+        probe's components: what is trained on must not depend on one probe's luck.
+        The lists extended are those TRL itself extends for environment rewards.
+        """
         if self.known_components is None:
             return
-        for name in components:
-            if name not in self.known_components and name not in self._warned:
-                self._warned.add(name)
-                logger.warning(
-                    "the env emitted reward component %r, unknown when training started; it is "
-                    "stored but not trained on (pass --weight %s=1 to train on it)",
-                    name,
-                    name,
-                )
+        new = sorted({name for reward in rewards for name in reward} - self.known_components)
+        for name in new:
+            self.known_components = self.known_components | {name}
+            weight = float(self.weights.get(name, 1.0))
+            if hasattr(trainer, "reward_func_names"):
+                trainer.reward_funcs.append(component_reward(name, drop_unscorable=self.drop_unscorable))
+                trainer.reward_func_names.append(name)
+                trainer.reward_processing_classes.append(None)
+                trainer.reward_weights = trainer.reward_weights.new_tensor([*trainer.reward_weights.tolist(), weight])
+            logger.info(
+                "new reward component %r at step %d (no probe rollout emitted it): trained on from this "
+                "step, weight %g",
+                name,
+                int(trainer.state.global_step) + 1,  # numbered as the terminal numbers the update it feeds
+                weight,
+            )
+

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import logging
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -131,7 +132,7 @@ def run(session: TrainingSession) -> TrainResult:
         run_dir=session.run_dir,
         steps=int(session.trainer.state.global_step),
         log_history=history,
-        components=session.components,
+        components=tuple(session.trainer.reward_func_names),  # the probe's, then any adopted mid-run
         curve=curve,
         curves=curves,
         eval_before=before,
@@ -144,7 +145,10 @@ def _train(session: TrainingSession, resume: bool) -> float:
     """The training loop alone (no load, no eval); generation ahead of it stops with it."""
     started = time.perf_counter()
     try:
-        session.trainer.train(resume_from_checkpoint=True if resume else None)
+        with warnings.catch_warnings():
+            # TRL reads transformers' deprecated alias at every logprob pass; nothing the user can act on
+            warnings.filterwarnings("ignore", r"`is_gradient_checkpointing` is deprecated", FutureWarning)
+            session.trainer.train(resume_from_checkpoint=True if resume else None)
     finally:
         session.loop.run(session.bridge.aclose_pipeline())
     return time.perf_counter() - started

@@ -79,9 +79,6 @@ def _trainer(
         "seed": config.seed,
         "dataloader_num_workers": 0,
         "disable_tqdm": True,
-        # TRL turns it on by default; it trades compute for memory a CPU run has plenty of,
-        # and it makes backward run through frozen layers (train_layers)
-        "gradient_checkpointing": False,
     }
     if config.vllm is not None:
         arguments.update(use_vllm=True, vllm_mode=config.vllm)
@@ -95,6 +92,12 @@ def _trainer(
         # default for vLLM (sequence_mask) drops a whole sequence once its ratio passes the cap
         arguments["vllm_importance_sampling_mode"] = "token_truncate"
     arguments.update(config.trl_args)
+    if not {"gradient_checkpointing", "activation_checkpointing"} & set(config.trl_args):
+        # TRL turns it on by default; it trades compute for memory a CPU run has plenty of,
+        # and it makes backward run through frozen layers (train_layers). Under its current
+        # name where transformers has one: the old name prints a FutureWarning mid-run.
+        renamed = "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+        arguments["activation_checkpointing" if renamed else "gradient_checkpointing"] = False
     trainer = trainer_class()(
         model=model,
         reward_funcs=[component_reward(name, drop_unscorable=config.drop_unscorable) for name in components],
