@@ -42,10 +42,12 @@ __all__ = [
     "RequestModelAuth",
     "StaticBearerAuth",
     "bind_model_auth",
+    "bound_model_auth",
     "create_async_openai_client",
     "create_openai_client",
     "mask_secrets",
     "parse_auth_binding",
+    "portable_model_auth",
     "redact_url",
     "redact_urls",
     "request_secrets",
@@ -249,6 +251,34 @@ def bind_model_auth(providers: Mapping[str, ModelAuth]) -> Iterator[None]:
         yield
     finally:
         _BOUND.reset(token)
+
+
+def bound_model_auth() -> dict[str, ModelAuth]:
+    """The providers :func:`bind_model_auth` bound in this context (none: an empty dict).
+
+    What an executor that runs env code in other processes must carry there: the
+    binding is a context variable, which no process boundary crosses by itself.
+    """
+    return dict(_BOUND.get() or {})
+
+
+def portable_model_auth(providers: Mapping[str, ModelAuth], *, where: str) -> dict[str, ModelAuth]:
+    """``providers``, checked to be safe to send to worker processes ``where`` (e.g. "Ray actors").
+
+    Providers are pickled and sent as they are, so one that holds its key itself
+    (:class:`StaticBearerAuth`, :class:`BasicAuth`) would put the key on the wire
+    and in the scheduler's records; it is refused, naming the way that sends no
+    key: :class:`EnvironmentKeyAuth`, which each worker answers from its own environment.
+    """
+    for name, provider in providers.items():
+        if isinstance(provider, StaticBearerAuth | BasicAuth):
+            raise ModelAuthError(
+                f"InjectedAuth({name!r}) is bound to a {type(provider).__name__}, which holds its key: "
+                f"sending it to {where} would send the key with it. Bind "
+                f"EnvironmentKeyAuth('VARIABLE', 'URL') instead (--auth {name}=URL@VARIABLE), with the key "
+                "in VARIABLE on every worker"
+            )
+    return dict(providers)
 
 
 def _resolve_headers_sync(auth: ModelAuth, context: ModelRequestContext) -> Mapping[str, str]:

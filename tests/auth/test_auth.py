@@ -10,13 +10,18 @@ from collections.abc import Mapping
 import pytest
 
 from benchmax.auth import (
+    BasicAuth,
+    EnvironmentKeyAuth,
     InjectedAuth,
     ModelAuth,
+    ModelAuthError,
     ModelRequestContext,
     StaticBearerAuth,
     bind_model_auth,
+    bound_model_auth,
     create_async_openai_client,
     create_openai_client,
+    portable_model_auth,
 )
 from benchmax.testing import ScriptedServer
 
@@ -165,3 +170,27 @@ def test_split_credentials_gives_basic_auth_that_never_shows() -> None:
     assert (url, credentials) == ("https://h.example/v1?x=1", BasicAuth("alice", "p@ss"))
     assert "p@ss" not in repr(credentials) and "alice" not in repr(credentials)
     assert split_credentials("https://h.example/v1") == ("https://h.example/v1", None)
+
+
+def test_the_bindings_of_this_context_are_what_a_worker_process_must_be_sent():
+    judge = EnvironmentKeyAuth("MY_JUDGE_KEY", "http://judge/v1")
+    assert bound_model_auth() == {}
+    with bind_model_auth({"judge": judge}):
+        assert bound_model_auth() == {"judge": judge}
+    assert bound_model_auth() == {}
+
+
+def test_only_providers_that_hold_no_key_may_be_sent_to_worker_processes(monkeypatch):
+    monkeypatch.setenv("MY_JUDGE_KEY", "sk-judge-in-the-environment")
+    judge = EnvironmentKeyAuth("MY_JUDGE_KEY", "http://judge/v1")
+
+    sent = pickle.dumps(portable_model_auth({"judge": judge}, where="Ray actors"))
+
+    assert b"sk-judge-in-the-environment" not in sent
+    assert pickle.loads(sent) == {"judge": judge}
+    for holding in (StaticBearerAuth("sk-held-in-the-object"), BasicAuth("user", "sk-held-in-the-object")):
+        with pytest.raises(ModelAuthError) as refused:
+            portable_model_auth({"judge": judge, "policy": holding}, where="Ray actors")
+        message = str(refused.value)
+        assert "InjectedAuth('policy')" in message and "Ray actors" in message and "--auth policy=URL@" in message
+        assert "sk-held-in-the-object" not in message

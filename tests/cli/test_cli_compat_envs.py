@@ -155,6 +155,35 @@ def test_auth_binds_injected_auth_for_validate_and_rescore(tmp_path, server, jud
     assert len(judge.headers) == 4  # eval, validate's train and eval examples, rescore
 
 
+def test_auth_binds_injected_auth_on_ray_actors_for_eval_and_rescore(tmp_path, server, judge):
+    """The binding is the driver's; the actors get it with the executor's configuration and read the
+    key from their own environment (a local cluster inherits the driver's)."""
+    env_dir = _judged_env(tmp_path / "judged")
+    env_file = env_dir / "env.py"
+    on_ray = '"on_ray": float(bool(__import__("ray").get_runtime_context().get_actor_id())), "preferred"'
+    env_file.write_text(env_file.read_text().replace('"preferred"', on_ray))
+    variables = cli_env(MY_JUDGE_KEY=JUDGE_KEY)
+    flags = ["--auth", f"judge={judge.base_url}@MY_JUDGE_KEY", "--executor", "ray", "--workers", "1"]
+
+    ran = run_cli(
+        "eval", env_dir, "--env-arg", f"judge_base_url={judge.base_url}", *flags, "--base-url", server.base_url,
+        "--model", "scripted", "--run-dir", tmp_path / "run", env=variables, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout
+    rescored = run_cli("rescore", tmp_path / "run", "--run-dir", tmp_path / "again", *flags, env=variables, timeout=300)
+
+    assert rescored.returncode == 0, rescored.stdout
+    for run_dir in ("run", "again"):
+        with open_run(tmp_path / run_dir) as run:
+            assert [dict(record.rewards) for record in run.rollouts()] == [{"on_ray": 1.0, "preferred": 1.0}]
+    assert [headers.get("Authorization") for headers in judge.headers] == [f"Bearer {JUDGE_KEY}"] * 2
+    assert all(JUDGE_KEY not in str(headers) for headers in server.headers)
+    assert JUDGE_KEY not in ran.stdout and JUDGE_KEY not in rescored.stdout
+    for path in [*(tmp_path / "run").rglob("*"), *(tmp_path / "again").rglob("*")]:
+        if path.is_file():
+            assert JUDGE_KEY.encode() not in path.read_bytes(), path
+
+
 @pytest.mark.parametrize("command", ["eval", "validate", "rescore", "train"])
 @pytest.mark.parametrize(
     ("value", "message"),

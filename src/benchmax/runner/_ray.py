@@ -30,7 +30,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only where Ray is absent
     raise ImportError("executor='ray' needs Ray installed: pip install 'benchmax[ray]'") from exc
 
+from benchmax.auth import ModelAuth, bind_model_auth, portable_model_auth
 from benchmax.client import (
     CacheSettings,
     EndpointDown,
@@ -89,8 +90,10 @@ class _Worker:
         replicas: tuple[str, ...] = (),
         prices: PriceTable | None = None,
         cache: CacheSettings | None = None,
+        auth: dict[str, ModelAuth] | None = None,
     ) -> None:
         self._spec = EnvSpec(spec, kwargs)
+        self._auth = auth or {}
         self._engine_config = engine
         self._replicas = replicas
         self._prices = prices
@@ -133,7 +136,8 @@ class _Worker:
         assert self._executor is not None
         self._endpoints.update(request.base_url for request in requests)
         before = self._endpoint_down()
-        result = await work
+        with bind_model_auth(self._auth):  # the driver's bindings, which this process has no other way to see
+            result = await work
         stats = self._executor.totals()
         if self._endpoint_down() > before:
             return None, stats, self._last_failure or "the model endpoint is down past the outage budget"
@@ -294,13 +298,27 @@ class RayExecutor:
     the caller initialised already is used as it is, and only a cluster this
     executor started is shut down by it. Each actor reserves one CPU; the pool
     has ``config.workers`` actors, or one per CPU of the cluster.
+
+    ``auth`` (the run's ``--auth`` bindings) goes to every actor, which binds it
+    around each group as the driver binds it around a local run. Only providers
+    that hold no key may go (:func:`benchmax.auth.portable_model_auth`): an
+    :class:`~benchmax.auth.EnvironmentKeyAuth` reads its variable in the actor's
+    own process. A local cluster started here inherits this process's
+    environment; on a remote cluster the variable must be set on every node.
     """
 
-    def __init__(self, config: RunConfig, *, prices: PriceTable | None = None) -> None:
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        prices: PriceTable | None = None,
+        auth: Mapping[str, ModelAuth] | None = None,
+    ) -> None:
         if config.workers is not None and config.workers < 1:
             raise ValueError(f"workers must be >= 1, got {config.workers}")
         self.config = config
         self._prices = prices
+        self._auth = portable_model_auth(auth or {}, where="Ray actors")
         self._spec = _portable_spec(config.env)
         self._owns_ray = False
         self._workers: list[_Handle] = []
@@ -442,6 +460,7 @@ class RayExecutor:
             self.config.base_urls,
             self._prices,
             self.config.cache,
+            self._auth,
         )
         return _Handle(actor, name=f"ray worker {self._spawned}")
 

@@ -151,7 +151,7 @@ async def arescore(
                 config, env=spec.spec, env_kwargs=dict(spec.kwargs), executor="ray", workers=workers,
                 ray_address=ray_address, concurrency=concurrency, cache=cache, prices=prices, run_dir=target,
             )  # fmt: skip
-            await scorer.attach(_ray_executor(ray_config, table))
+            await scorer.attach(_ray_executor(ray_config, table, job.auth))
         create = partial(
             RunSession.create,
             target,
@@ -275,10 +275,10 @@ async def _in_workers(
                 future.cancel()
 
 
-def _ray_executor(config: RunConfig, prices: PriceTable) -> GroupExecutor:
+def _ray_executor(config: RunConfig, prices: PriceTable, auth: Mapping[str, ModelAuth] | None) -> GroupExecutor:
     from benchmax.runner._ray import RayExecutor  # imported only for executor="ray"
 
-    return RayExecutor(config, prices=prices)
+    return RayExecutor(config, prices=prices, auth=auth)
 
 
 class _Scorer:

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmax.auth import ModelAuth, StaticBearerAuth, redact_url
+from benchmax.auth import ModelAuth, StaticBearerAuth, bound_model_auth, redact_url
 from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
 from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
@@ -254,7 +254,7 @@ def make_executor(
             raise ValueError("a client pool of your own runs only on the local executor")
         from benchmax.runner._ray import RayExecutor
 
-        return RayExecutor(config, prices=prices)
+        return RayExecutor(config, prices=prices, auth=bound_model_auth())
     return LocalExecutor(env, config.engine, clients=clients, prices=prices, cache=config.cache)
 
 
