@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmax.client import ChatResult
-from benchmax.engine import _logs as logs
+from benchmax.engine._logs import LogSink
 from benchmax.envs import (
     Message,
     RolloutRequest,
@@ -28,7 +28,7 @@ class _Attempt:
     messages: list[Message]
     example_args: dict[str, Any]
     started_at: float
-    sink: logs.LogSink
+    sink: LogSink
     turns: list[TurnRecord] = field(default_factory=list)
     reason: str = TerminationReason.FINISHED
     error: str | None = None

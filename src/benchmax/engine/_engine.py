@@ -31,9 +31,9 @@ from typing import Any
 import orjson
 
 from benchmax.client import ClientPool, ModelError, scoped_client
-from benchmax.engine import _logs as logs
 from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
+from benchmax.engine._logs import LogSink
 from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._rules import _check_failure_rewards, _finish_reason
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
@@ -49,11 +49,13 @@ from benchmax.envs import (
     RolloutRequest,
     TerminationReason,
     Tool,
+    capture_logs,
     check_env_definition,
     check_group,
     current_scope,
     enter_scope,
     implements,
+    install_log_capture,
 )
 
 logger = logging.getLogger("benchmax.engine")
@@ -99,7 +101,7 @@ class Engine:
         self._started = False
         self._tools_by_identity: dict[int, tuple[object, dict[str, Tool]]] = {}
         self._tools_by_content: dict[bytes, dict[str, Tool]] = {}
-        logs.install(self.config.log_level)
+        install_log_capture(self.config.log_level)
 
     async def start(self) -> dict[str, Tool]:
         """Check the env's definition and tool schemas once, before any rollout."""
@@ -188,12 +190,12 @@ class Engine:
                 else {}
             ),
             started_at=time.time(),
-            sink=logs.LogSink(max_records=self.config.max_log_records),
+            sink=LogSink(max_records=self.config.max_log_records),
         )
         attempt_token = _CURRENT_ATTEMPT.set(attempt)
         hold = _PausedDeadline() if self.config.rollout_timeout is not None else None
         rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self)
-        with enter_scope(rollout), logs.capture(attempt.sink):
+        with enter_scope(rollout), capture_logs(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
                     if hold is not None:
@@ -227,7 +229,7 @@ class Engine:
             hook, reason = "run_rollout", TerminationReason.HARNESS_ERROR
         else:
             hook, reason = "rollout_context or list_tools", TerminationReason.CONTEXT_ERROR
-        with logs.capture(attempt.sink):
+        with capture_logs(attempt.sink):
             logger.error("%s of %s failed", hook, self._name, exc_info=exc)
         attempt.fail(reason, f"{type(exc).__name__}: {exc}")
 
@@ -422,8 +424,8 @@ class Engine:
         scorable = [attempt for attempt in attempts if attempt.reason in self._scorable and attempt.scorable]
         if not scorable:
             return ()
-        sink = logs.LogSink(max_records=self.config.max_log_records, phase="group_reward")
-        with logs.capture(sink):
+        sink = LogSink(max_records=self.config.max_log_records, phase="group_reward")
+        with capture_logs(sink):
             try:
                 merged = await self._group_rewards(scorable)
             except RolloutFailure as exc:
