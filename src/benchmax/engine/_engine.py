@@ -35,7 +35,7 @@ from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline
 from benchmax.engine._config import EngineConfig
 from benchmax.engine._logs import LogSink
 from benchmax.engine._records import GroupResult, StoredRollout
-from benchmax.engine._rules import _check_failure_rewards, _finish_reason
+from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
 from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
 from benchmax.envs import (
@@ -258,8 +258,8 @@ class Engine:
         if isinstance(result, RolloutOutcome) and result.scoring_error is not None:
             attempt.settle(TerminationReason.REWARD_ERROR, result.scoring_error)
             return
-        if attempt.reason not in self._scorable:
-            _check_failure_rewards(raw, request.rollout_id, attempt.reason)
+        if not goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable):
+            reject_failure_rewards(raw, request.rollout_id, attempt.reason)
             attempt.rewards = None
             return
         try:
@@ -274,7 +274,7 @@ class Engine:
         assert isinstance(env, BaseEnv)
         async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
             await self._chat_loop(attempt)
-            if attempt.reason in self._scorable and self._has_reward:
+            if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable) and self._has_reward:
                 await self._score(attempt)
             attempt.sink.phase = "context"
 
@@ -287,7 +287,7 @@ class Engine:
             attempt.turns[:] = stored.turns
             attempt.reason = stored.termination_reason
             attempt.error = stored.error
-            if attempt.reason in self._scorable and self._has_reward:
+            if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable) and self._has_reward:
                 await self._score(attempt)
             attempt.sink.phase = "context"
 
@@ -357,7 +357,7 @@ class Engine:
             record = functools.partial(_turn_record, attempt.turns, turn, started_at, model_seconds, result)
             if not calls:
                 record()
-                attempt.reason = _finish_reason(result.finish_reason)
+                attempt.reason = turn_end_reason(result.finish_reason)
                 if attempt.reason == TerminationReason.MODEL_ERROR:
                     attempt.error = f"{_NO_FINISH_REASON} (finish_reason={result.finish_reason!r})"
                 elif attempt.reason not in self._scorable:
@@ -421,7 +421,9 @@ class Engine:
             attempt.settle(TerminationReason.REWARD_ERROR, f"compute_reward raised {type(exc).__name__}: {exc}")
 
     async def _score_group(self, attempts: Sequence[_Attempt]) -> tuple[LogEntry, ...]:
-        scorable = [attempt for attempt in attempts if attempt.reason in self._scorable and attempt.scorable]
+        scorable = [
+            attempt for attempt in attempts if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
+        ]
         if not scorable:
             return ()
         sink = LogSink(max_records=self.config.max_log_records, phase="group_reward")
@@ -470,17 +472,13 @@ class Engine:
         for attempt in scorable:
             rollout_id = attempt.request.rollout_id
             rewards = merge_rewards(attempt.rewards or {}, by_id.get(rollout_id, {}), rollout_id)
-            if not rewards and attempt.reason == TerminationReason.FINISHED:
-                raise InvalidRewards(
-                    f"rollout {rollout_id!r} finished with no reward component; make compute_reward "
-                    "or compute_group_rewards return at least one for every finished rollout"
-                )
+            require_a_component(rewards, attempt.reason, rollout_id)
             merged[rollout_id] = rewards
         return merged
 
     def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
         request = attempt.request
-        scored = attempt.reason in self._scorable and attempt.scorable
+        scored = goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
         return RolloutOutcome(
             rewards=dict(attempt.rewards or {}) if scored else {},
             termination_reason=str(attempt.reason),
