@@ -3,7 +3,8 @@ import logging
 import os
 import threading
 
-from benchmax.engine import _logs as logs
+from benchmax.engine._logs import LogSink
+from benchmax.envs import capture_logs, install_log_capture
 from benchmax.rewards import run_in_process, run_sync
 
 
@@ -12,14 +13,14 @@ def _busy_sum(n):
 
 
 async def test_run_sync_runs_in_another_thread_and_keeps_log_attribution():
-    logs.install()
-    sink = logs.LogSink()
+    install_log_capture()
+    sink = LogSink()
 
     def work():
         logging.getLogger("benchmax.test").info("scored in %s", threading.current_thread().name)
         return threading.get_ident()
 
-    with logs.capture(sink):
+    with capture_logs(sink):
         ident = await run_sync(work)
     assert ident != threading.get_ident()
     assert [entry.message.startswith("scored in benchmax-reward") for entry in sink.entries] == [True]

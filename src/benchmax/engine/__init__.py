@@ -5,7 +5,9 @@ faces above it. Importing it registers it as the engine behind 0.2.x's
 ``Environment.run_group`` (see :mod:`benchmax.envs._runtime`).
 """
 
-from benchmax.engine._engine import Engine, EngineConfig, GroupResult, StoredRollout
+from benchmax.engine._config import EngineConfig
+from benchmax.engine._engine import Engine
+from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._tools import validate_tools
 from benchmax.envs import register_engine
 

@@ -25,15 +25,17 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from benchmax.client import DEFAULT_MAX_OUTAGE as _DEFAULT_MAX_OUTAGE
-from benchmax.client import CallLog, ChatResult, ClientPool, ModelError, RetryPolicy, scoped_client
-from benchmax.engine import _logs as logs
+from benchmax.client import ClientPool, ModelError, scoped_client
+from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
+from benchmax.engine._config import EngineConfig
+from benchmax.engine._logs import LogSink
+from benchmax.engine._records import GroupResult, StoredRollout
+from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
 from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
 from benchmax.envs import (
@@ -41,20 +43,19 @@ from benchmax.envs import (
     BaseRollout,
     Environment,
     LogEntry,
-    Message,
     RolloutAttempt,
     RolloutFailure,
     RolloutOutcome,
     RolloutRequest,
     TerminationReason,
     Tool,
-    TurnRecord,
+    capture_logs,
     check_env_definition,
     check_group,
     current_scope,
     enter_scope,
     implements,
-    settle_termination_reason,
+    install_log_capture,
 )
 
 logger = logging.getLogger("benchmax.engine")
@@ -80,120 +81,6 @@ def _tune_gc() -> None:
         gc.set_threshold(*_GC_TUNED)
 
 
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Time limits, size bounds and retry policy; every field has a safe default."""
-
-    request_timeout: float = 600.0
-    """Seconds for one model request (each retry gets its own)."""
-    tool_timeout: float | None = 300.0
-    """Seconds for one tool call; past it the rollout ends as ``timeout``."""
-    rollout_timeout: float | None = None
-    """Seconds for a whole rollout, context and scoring included; time its requests spend
-    waiting for a down endpoint does not count."""
-    max_concurrent_requests: int = 256
-    """Requests in flight per endpoint, shared by all rollouts (vLLM's default
-    ``max_num_seqs`` is 256: more only queues inside the server)."""
-    adapt_requests: bool = True
-    """Send fewer than ``max_concurrent_requests`` while this process's event loop is
-    saturated, where more would only queue here (``benchmax.client.RequestLimit``)."""
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_outage: float = _DEFAULT_MAX_OUTAGE
-    """Seconds an endpoint may stay down while its requests wait; past it they fail."""
-    max_content_chars: int = 200_000
-    """Model text kept per message (longer is truncated, and marked)."""
-    max_tool_result_chars: int = 100_000
-    """Tool result text kept and sent back per call (longer is truncated, and marked)."""
-    max_log_records: int = 1000
-    log_level: int = logging.INFO
-
-    def client_pool(self) -> ClientPool:
-        """The model clients these limits ask for (an engine's own, or a run's shared by its engines)."""
-        return ClientPool(
-            timeout=self.request_timeout,
-            max_concurrency=self.max_concurrent_requests,
-            adapt_concurrency=self.adapt_requests,
-            retry=self.retry,
-            max_outage=self.max_outage,
-        )
-
-    def __post_init__(self) -> None:
-        for name in ("request_timeout", "tool_timeout", "rollout_timeout", "max_outage"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"EngineConfig.{name} must be > 0 seconds or None, got {value!r}")
-        for name in ("max_concurrent_requests", "max_content_chars", "max_tool_result_chars"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EngineConfig.{name} must be >= 1")
-
-
-@dataclass(frozen=True, slots=True)
-class GroupResult:
-    """One example's settled siblings, in request order, the group hook's logs, and (when a run's
-    ledger counted them: see ``benchmax.client.CallLedger``) the model calls the group made."""
-
-    outcomes: tuple[RolloutOutcome, ...]
-    logs: tuple[LogEntry, ...] = ()
-    calls: CallLog | None = None
-
-    def by_id(self) -> dict[str, RolloutOutcome]:
-        return {outcome.rollout_id: outcome for outcome in self.outcomes}
-
-
-@dataclass(frozen=True, slots=True)
-class StoredRollout:
-    """A transcript as a run store kept it, for rescoring."""
-
-    messages: list[Message]
-    termination_reason: str
-    error: str | None = None
-    turns: tuple[TurnRecord, ...] = ()
-
-
-@dataclass(slots=True)
-class _Attempt:
-    request: RolloutRequest[Any]
-    messages: list[Message]
-    example_args: dict[str, Any]
-    started_at: float
-    sink: logs.LogSink
-    turns: list[TurnRecord] = field(default_factory=list)
-    reason: str = TerminationReason.FINISHED
-    error: str | None = None
-    rewards: dict[str, float] | None = None
-    scoring_error: str | None = None
-    ended_at: float = 0.0
-    ran_standard: bool = False
-
-    def fail(self, reason: str, error: str) -> None:
-        """An operational failure: this reason, no rewards."""
-        self.reason = reason
-        self.error = error or reason
-        self.rewards = None
-
-    def settle(self, failure_reason: str, error: str) -> None:
-        """A scoring failure: relabels a clean finish, keeps a budget stop's reason (0.2.x).
-
-        Either way the attempt is unscored from here on (``scoring_error``), so the
-        group hook skips it and no component is stored beside the error. The
-        error says the scoring failed even when a budget stop had its own message.
-        """
-        message = error or failure_reason
-        if self.scoring_error is None:
-            self.scoring_error = message
-            self.error = message if self.error is None else f"{message} (the rollout had stopped: {self.error})"
-        self.reason = settle_termination_reason(self.reason, failure_reason)
-        self.rewards = None
-
-    @property
-    def scorable(self) -> bool:
-        """Still on its way to a score: no scoring hook has failed for it."""
-        return self.scoring_error is None
-
-
-_CURRENT_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("benchmax_current_attempt", default=None)
-
-
 class Engine:
     def __init__(
         self,
@@ -214,7 +101,7 @@ class Engine:
         self._started = False
         self._tools_by_identity: dict[int, tuple[object, dict[str, Tool]]] = {}
         self._tools_by_content: dict[bytes, dict[str, Tool]] = {}
-        logs.install(self.config.log_level)
+        install_log_capture(self.config.log_level)
 
     async def start(self) -> dict[str, Tool]:
         """Check the env's definition and tool schemas once, before any rollout."""
@@ -303,12 +190,12 @@ class Engine:
                 else {}
             ),
             started_at=time.time(),
-            sink=logs.LogSink(max_records=self.config.max_log_records),
+            sink=LogSink(max_records=self.config.max_log_records),
         )
         attempt_token = _CURRENT_ATTEMPT.set(attempt)
         hold = _PausedDeadline() if self.config.rollout_timeout is not None else None
         rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self)
-        with enter_scope(rollout), logs.capture(attempt.sink):
+        with enter_scope(rollout), capture_logs(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
                     if hold is not None:
@@ -342,7 +229,7 @@ class Engine:
             hook, reason = "run_rollout", TerminationReason.HARNESS_ERROR
         else:
             hook, reason = "rollout_context or list_tools", TerminationReason.CONTEXT_ERROR
-        with logs.capture(attempt.sink):
+        with capture_logs(attempt.sink):
             logger.error("%s of %s failed", hook, self._name, exc_info=exc)
         attempt.fail(reason, f"{type(exc).__name__}: {exc}")
 
@@ -356,9 +243,7 @@ class Engine:
             raise TypeError(f"run_rollout returned {type(result).__name__}, expected a RolloutAttempt (BaseRollout)")
         rollout_id = getattr(result, "rollout_id", "") or request.rollout_id
         if rollout_id != request.rollout_id:
-            raise ValueError(
-                f"run_rollout returned the rollout id {rollout_id!r} for request {request.rollout_id!r}"
-            )
+            raise ValueError(f"run_rollout returned the rollout id {rollout_id!r} for request {request.rollout_id!r}")
         if isinstance(result, BaseRollout):
             attempt.messages = list(result.messages)
             if result.turns:
@@ -373,8 +258,8 @@ class Engine:
         if isinstance(result, RolloutOutcome) and result.scoring_error is not None:
             attempt.settle(TerminationReason.REWARD_ERROR, result.scoring_error)
             return
-        if attempt.reason not in self._scorable:
-            _check_failure_rewards(raw, request.rollout_id, attempt.reason)
+        if not goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable):
+            reject_failure_rewards(raw, request.rollout_id, attempt.reason)
             attempt.rewards = None
             return
         try:
@@ -389,7 +274,7 @@ class Engine:
         assert isinstance(env, BaseEnv)
         async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
             await self._chat_loop(attempt)
-            if attempt.reason in self._scorable and self._has_reward:
+            if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable) and self._has_reward:
                 await self._score(attempt)
             attempt.sink.phase = "context"
 
@@ -402,7 +287,7 @@ class Engine:
             attempt.turns[:] = stored.turns
             attempt.reason = stored.termination_reason
             attempt.error = stored.error
-            if attempt.reason in self._scorable and self._has_reward:
+            if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable) and self._has_reward:
                 await self._score(attempt)
             attempt.sink.phase = "context"
 
@@ -472,7 +357,7 @@ class Engine:
             record = functools.partial(_turn_record, attempt.turns, turn, started_at, model_seconds, result)
             if not calls:
                 record()
-                attempt.reason = _finish_reason(result.finish_reason)
+                attempt.reason = turn_end_reason(result.finish_reason)
                 if attempt.reason == TerminationReason.MODEL_ERROR:
                     attempt.error = f"{_NO_FINISH_REASON} (finish_reason={result.finish_reason!r})"
                 elif attempt.reason not in self._scorable:
@@ -536,11 +421,13 @@ class Engine:
             attempt.settle(TerminationReason.REWARD_ERROR, f"compute_reward raised {type(exc).__name__}: {exc}")
 
     async def _score_group(self, attempts: Sequence[_Attempt]) -> tuple[LogEntry, ...]:
-        scorable = [attempt for attempt in attempts if attempt.reason in self._scorable and attempt.scorable]
+        scorable = [
+            attempt for attempt in attempts if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
+        ]
         if not scorable:
             return ()
-        sink = logs.LogSink(max_records=self.config.max_log_records, phase="group_reward")
-        with logs.capture(sink):
+        sink = LogSink(max_records=self.config.max_log_records, phase="group_reward")
+        with capture_logs(sink):
             try:
                 merged = await self._group_rewards(scorable)
             except RolloutFailure as exc:
@@ -585,17 +472,13 @@ class Engine:
         for attempt in scorable:
             rollout_id = attempt.request.rollout_id
             rewards = merge_rewards(attempt.rewards or {}, by_id.get(rollout_id, {}), rollout_id)
-            if not rewards and attempt.reason == TerminationReason.FINISHED:
-                raise InvalidRewards(
-                    f"rollout {rollout_id!r} finished with no reward component; make compute_reward "
-                    "or compute_group_rewards return at least one for every finished rollout"
-                )
+            require_a_component(rewards, attempt.reason, rollout_id)
             merged[rollout_id] = rewards
         return merged
 
     def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
         request = attempt.request
-        scored = attempt.reason in self._scorable and attempt.scorable
+        scored = goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
         return RolloutOutcome(
             rewards=dict(attempt.rewards or {}) if scored else {},
             termination_reason=str(attempt.reason),
@@ -615,87 +498,3 @@ class Engine:
 
 class _GroupTimeout(Exception):
     pass
-
-
-def _check_failure_rewards(raw: object, rollout_id: str, reason: str) -> None:
-    """A failed rollout that brings non-zero rewards is an env bug: it fails loudly (as in 0.2.x),
-    here as this rollout's ``harness_error`` with the traceback logged, rather than losing the rewards."""
-    if not isinstance(raw, Mapping):
-        return
-    nonzero = sorted(str(key) for key, value in raw.items() if value != 0)
-    if nonzero:
-        raise ValueError(
-            f"run_rollout returned non-zero rewards {nonzero[:5]} for rollout {rollout_id!r}, which ended "
-            f"{reason!r} (not a scorable reason): a failed rollout carries no reward signal; return rewards "
-            "only for a scorable reason, or add the reason to scorable_termination_reasons"
-        )
-
-
-class _PausedDeadline:
-    """The rollout's deadline stops while its requests wait for a down endpoint, then goes on."""
-
-    def __init__(self) -> None:
-        self._deadline: asyncio.Timeout | None = None
-        self._paused = 0
-        self._left: float | None = None
-
-    def bind(self, deadline: asyncio.Timeout) -> None:
-        """The deadline exists only once the rollout's timeout is entered, inside the scope that carries this clock."""
-        self._deadline = deadline
-
-    def pause(self) -> None:
-        self._paused += 1
-        if self._deadline is None:
-            return
-        when = self._deadline.when()
-        if self._paused == 1 and when is not None and not self._deadline.expired():
-            self._left = when - asyncio.get_running_loop().time()
-            self._deadline.reschedule(None)
-
-    def resume(self) -> None:
-        self._paused -= 1
-        if self._deadline is None:
-            return
-        if self._paused == 0 and self._left is not None and not self._deadline.expired():
-            self._deadline.reschedule(asyncio.get_running_loop().time() + self._left)
-            self._left = None
-
-
-def _finish_reason(finish_reason: str | None) -> str:
-    """How a turn without tool calls ends the rollout, as 0.2.x maps the server's finish reason."""
-    if finish_reason == "stop":
-        return TerminationReason.FINISHED
-    if finish_reason == "length":
-        return TerminationReason.OUTPUT_EXCEEDED
-    reason = finish_reason.strip() if isinstance(finish_reason, str) else ""
-    if not reason or len(reason) > 64:
-        return TerminationReason.MODEL_ERROR
-    return reason
-
-
-def _turn_record(
-    turns: list[TurnRecord],
-    index: int,
-    started_at: float,
-    model_seconds: float,
-    result: ChatResult,
-    tool_seconds: float = 0.0,
-    tool_calls: int = 0,
-    tool_errors: tuple[str, ...] = (),
-) -> None:
-    turns.append(
-        TurnRecord(
-            index=index,
-            started_at=started_at,
-            model_seconds=model_seconds,
-            tool_seconds=tool_seconds,
-            finish_reason=result.finish_reason,
-            usage=result.usage,
-            tool_calls=tool_calls,
-            prompt_token_ids=result.prompt_token_ids,
-            completion_token_ids=result.completion_token_ids,
-            completion_logprobs=result.completion_logprobs,
-            tool_errors=tool_errors,
-            policy_version=result.policy_version,
-        )
-    )

@@ -1,9 +1,9 @@
-"""Attributing stdlib log records to the rollout that emitted them.
+"""What the engine keeps of the log records of one rollout (or one group hook).
 
-A context variable names the current rollout's sink. asyncio copies context into
-tasks a hook spawns and ``asyncio.to_thread`` copies it into the worker thread,
-so a ``logger.info`` anywhere below a hook lands with its rollout, with no
-argument threading through env code.
+The routing is the contract's (:func:`benchmax.envs.capture_logs`): the engine
+captures into a :class:`LogSink` around each rollout, so a ``logger.info``
+anywhere below a hook, in a task it spawns or a thread it hands work to, lands
+with its rollout, with no argument threading through env code.
 """
 
 from __future__ import annotations
@@ -11,15 +11,9 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from benchmax.envs import LogEntry
-from benchmax.envs.logging import attach_to_root
-
-_SINK: ContextVar[LogSink | None] = ContextVar("benchmax_log_sink", default=None)
 
 
 @dataclass(slots=True)
@@ -77,36 +71,3 @@ class LogSink:
             phase=self.phase,
         )
         return (*self.entries, note)
-
-
-class _RolloutLogHandler(logging.Handler):
-    """Holds its own reference to the context variable: records logged while the
-    interpreter shuts down (an unclosed session's ``__del__``) arrive after module
-    globals are cleared."""
-
-    def __init__(self, sink: ContextVar[LogSink | None]) -> None:
-        super().__init__(level=logging.NOTSET)
-        self._sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:
-        sink = self._sink.get()
-        if sink is not None:
-            sink.add(record)
-
-
-_handler = _RolloutLogHandler(_SINK)
-
-
-def install(level: int = logging.INFO) -> None:
-    """Attach the capturing handler to the root logger (idempotent), letting ``level`` through."""
-    attach_to_root(_handler, level)
-
-
-@contextmanager
-def capture(sink: LogSink) -> Iterator[LogSink]:
-    """Route records emitted in this context (and tasks/threads it spawns) to ``sink``."""
-    token = _SINK.set(sink)
-    try:
-        yield sink
-    finally:
-        _SINK.reset(token)

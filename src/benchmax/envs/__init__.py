@@ -11,6 +11,7 @@ served by :mod:`benchmax.compat`.
 """
 
 from benchmax.auth import InjectedAuth, ModelAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.envs._capture import LogCollector, capture_logs, install_log_capture
 from benchmax.envs._errors import DatasetError, DatasetNotFound, EnvDefinitionError, EnvSpecError, ToolError
 from benchmax.envs._messages import (
     CHAT_ROLES,
@@ -85,6 +86,7 @@ __all__ = [
     "JsonRow",
     "JsonlDataset",
     "ListDataset",
+    "LogCollector",
     "LogEntry",
     "Message",
     "Messages",
@@ -106,6 +108,7 @@ __all__ = [
     "ValidationDiagnostic",
     "bind_model_auth",
     "canonical_example_id",
+    "capture_logs",
     "check_env_definition",
     "check_group",
     "check_prompt_messages",
@@ -118,6 +121,7 @@ __all__ = [
     "enter_scope",
     "group_scope",
     "implements",
+    "install_log_capture",
     "is_content_part",
     "is_scorable",
     "is_scored",

@@ -1,9 +1,9 @@
 """The log records env code emits on the server, gathered per call and sent back with its answer.
 
-A context variable names the gathering of the call (or session) running now;
-asyncio copies it into tasks a hook spawns and ``asyncio.to_thread`` into its
-thread, so every record lands with the rollout that caused it, as the engine's
-own capture does for a local env. The proxy logs them again on its side.
+Each call (or session) captures into its own :class:`Gathering` through the
+contract's one capture (:func:`benchmax.envs.capture_logs`), the one the engine
+uses for a local env, so every record lands with the rollout that caused it. The
+proxy logs them again on its side.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmax.envs.logging import attach_to_root, rollout_context
+from benchmax.envs import capture_logs
+from benchmax.envs.logging import rollout_context
 from benchmax.remote import wire
 
 MAX_RECORDS = 1000
@@ -55,36 +55,12 @@ class Gathering:
         return taken
 
 
-_CURRENT: ContextVar[Gathering | None] = ContextVar("benchmax_serve_gathering", default=None)
-
-
-class _Handler(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.NOTSET)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        gathering = _CURRENT.get()
-        if gathering is not None:
-            gathering.add(record)
-
-
-_handler = _Handler()
-
-
-def install(level: int = logging.INFO) -> None:
-    """Attach the gathering handler to the root logger (idempotent); console handlers keep their level."""
-    attach_to_root(_handler, level)
-
-
 @contextmanager
 def gathering(target: Gathering) -> Iterator[Gathering]:
     """Gather what is logged inside (and in what it spawns) into ``target``, under its rollout id."""
-    token = _CURRENT.set(target)
-    try:
+    with capture_logs(target):
         if target.rollout_id is None:
             yield target
         else:
             with rollout_context(target.rollout_id):
                 yield target
-    finally:
-        _CURRENT.reset(token)

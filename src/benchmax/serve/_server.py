@@ -21,12 +21,11 @@ from typing import Any
 
 import uvicorn
 
-from benchmax.envs import BaseEnv, check_env_definition, implements
+from benchmax.envs import BaseEnv, check_env_definition, implements, install_log_capture
 from benchmax.errors import BenchmaxError
 from benchmax.inspector import bind, is_loopback, normalize_origin, resolve_token
 from benchmax.loading import load_env
 from benchmax.remote import is_remote_spec, wire
-from benchmax.serve import _capture
 from benchmax.serve._app import create_app
 from benchmax.serve._service import EnvService, ServeConfig
 
@@ -117,7 +116,7 @@ def serve(
         elif token is None:
             announce("no token (--no-token): any program on this machine may run this env's tools")
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        _capture.install(logging.INFO)
+        install_log_capture(logging.INFO)
         app = create_app(
             service,
             token=token,
