@@ -80,7 +80,7 @@ async def _via_runner(args: argparse.Namespace, recorder: _harness.Recorder, run
         model="fake",
         base_url=args.base_url,
         run_dir=run_dir,
-        engine=EngineConfig(max_concurrent_requests=args.max_requests, adapt_requests=not args.fixed_requests),
+        engine=EngineConfig(max_requests=args.max_requests, adapt_requests=not args.fixed_requests),
     )
     await arun(config, env=AddEnv(examples=groups), observer=_Observer(recorder))
 
@@ -89,7 +89,7 @@ async def _via_engine(args: argparse.Namespace, recorder: _harness.Recorder) -> 
     groups = args.rollouts // args.group_size
     env = AddEnv(examples=groups)
     dataset = list(await env.create_dataset("eval", Path.cwd(), max_examples=groups))
-    config = EngineConfig(max_concurrent_requests=args.max_requests, adapt_requests=not args.fixed_requests)
+    config = EngineConfig(max_requests=args.max_requests, adapt_requests=not args.fixed_requests)
     engine = Engine(env, config)
     base_url = engine.clients.route(args.base_url)
     try:
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--path", choices=("runner", "engine"), default="runner")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop instead of asyncio")
     parser.add_argument("--profile", help="write a cProfile of the whole run to this file")
-    parser.add_argument("--max-requests", type=int, default=EngineConfig().max_concurrent_requests,
+    parser.add_argument("--max-requests", type=int, default=EngineConfig().max_requests,
                         help="requests on the wire per endpoint (each replica)")
     parser.add_argument("--fixed-requests", action="store_true",
                         help="hold --max-requests (no fewer while the loop is saturated: EngineConfig.adapt_requests)")

@@ -182,7 +182,7 @@ def test_the_request_limit_option_reaches_the_stored_engine_config(tmp_path, ser
 
     assert result.returncode == 0, result.stdout
     with open_run(tmp_path / "run") as run:
-        assert run.meta["config"]["engine"]["max_concurrent_requests"] == 3
+        assert run.meta["config"]["engine"]["max_requests"] == 3
 
 
 def test_a_run_where_no_rollout_could_be_scored_exits_1_and_says_why(tmp_path, server):

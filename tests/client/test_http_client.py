@@ -310,7 +310,7 @@ async def test_the_per_endpoint_request_limit_bounds_requests_in_flight_across_r
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
-    client = HttpModelClient(f"http://127.0.0.1:{port}/v1", max_concurrency=3)
+    client = HttpModelClient(f"http://127.0.0.1:{port}/v1", max_requests=3)
     try:
         results = await asyncio.gather(*(client.chat({"model": "m", "messages": []}) for _ in range(20)))
     finally:

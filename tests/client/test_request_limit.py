@@ -217,7 +217,7 @@ async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_on
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
-    config = EngineConfig(max_concurrent_requests=64)
+    config = EngineConfig(max_requests=64)
     client = config.client_pool().http(f"http://127.0.0.1:{port}/v1")
     stop = asyncio.Event()
 
@@ -243,7 +243,7 @@ async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_on
         await asyncio.gather(*workers)
         await client.aclose()
         await runner.cleanup()
-    assert client.max_concurrency == 64
+    assert client.max_requests == 64
     assert max(peaks) <= max(limits) < 64  # the server saw no more than the limit of the moment
     told = [record.getMessage() for record in caplog.records if "saturated" in record.getMessage()]
     assert len(told) == 1

@@ -157,7 +157,7 @@ class _CountingServer(ScriptedServer):
 
 async def test_the_request_limit_applies_to_each_replica():
     with _CountingServer() as first, _CountingServer() as second:
-        pool = ClientPool(retry=FAST, max_concurrency=2)
+        pool = ClientPool(retry=FAST, max_requests=2)
         key = pool.route([first.base_url, second.base_url])
         try:
             await asyncio.gather(*(pool.get(key).chat(_body(f"q{i}", 0.05)) for i in range(12)))

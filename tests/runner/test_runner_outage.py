@@ -20,6 +20,7 @@ import pytest
 from runkit import ENV_SPEC, row, run_cli, start_cli, write_split
 
 import benchmax
+from benchmax.engine import EngineConfig
 from benchmax.envs import canonical_example_id
 from benchmax.runner import EndpointError, RunConfig
 from benchmax.store import open_run
@@ -275,3 +276,15 @@ async def test_a_429_with_retry_after_and_one_500_take_the_retry_path_through_th
         )
     assert result.stats.reasons == {"finished": 2} and result.outages == ()
     assert result.client_stats["retries"] == {"http_500": 1, "http_429": 1}
+
+
+def test_a_run_stored_under_the_old_name_of_the_request_limit_resumes_with_the_same_limit():
+    """``--max-requests`` has one name from the CLI to the limit (``max_requests``); a run stored
+    while the engine called it ``max_concurrent_requests`` resumes with the value it stored."""
+    config = RunConfig(env="x", engine=EngineConfig(max_requests=7))
+    stored = config.to_meta()
+    assert stored["engine"]["max_requests"] == 7
+    stored["engine"]["max_concurrent_requests"] = stored["engine"].pop("max_requests")
+
+    assert RunConfig.from_meta(json.loads(json.dumps(stored))).engine.max_requests == 7
+    assert config.engine.client_pool().max_requests == 7

@@ -298,7 +298,7 @@ class LimitOptions:
             help="Model requests in flight per endpoint, shared by all rollouts (at most: fewer while this "
             "process's event loop is saturated and more would only wait for it).",
         ),
-    ] = _DEFAULT_ENGINE.max_concurrent_requests
+    ] = _DEFAULT_ENGINE.max_requests
     max_content_chars: Annotated[
         int, typer.Option(min=1, help="Model text kept and sent back per message (longer is cut, marked).")
     ] = _DEFAULT_ENGINE.max_content_chars
@@ -311,7 +311,7 @@ class LimitOptions:
             request_timeout=self.request_timeout,
             tool_timeout=self.tool_timeout,
             rollout_timeout=self.rollout_timeout,
-            max_concurrent_requests=self.max_requests,
+            max_requests=self.max_requests,
             max_content_chars=self.max_content_chars,
             max_tool_result_chars=self.max_tool_result_chars,
             max_outage=self.max_outage,

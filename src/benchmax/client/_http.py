@@ -89,7 +89,7 @@ class HttpModelClient:
     ``connect_timeout`` bounds opening a connection, within ``timeout``.
     ``max_reply_bytes`` bounds a reply's body after decompression: past it the
     read stops and the request fails (a model error, not retried).
-    At most ``max_concurrency`` requests are in flight; with ``adapt_concurrency``
+    At most ``max_requests`` requests are in flight; with ``adapt_requests``
     fewer while the event loop sending them is saturated (see ``RequestLimit``).
     """
 
@@ -99,8 +99,8 @@ class HttpModelClient:
         auth: ModelAuth | None = None,
         *,
         timeout: float = 600.0,
-        max_concurrency: int = 256,
-        adapt_concurrency: bool = True,
+        max_requests: int = 256,
+        adapt_requests: bool = True,
         retry: RetryPolicy | None = None,
         gate: EndpointGate | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
@@ -119,9 +119,9 @@ class HttpModelClient:
         self.auth = auth
         self.timeout = timeout
         self.connect_timeout = min(connect_timeout, timeout)
-        self.max_concurrency = max_concurrency
+        self.max_requests = max_requests
         self.max_reply_bytes = max_reply_bytes
-        self.adapt_concurrency = adapt_concurrency
+        self.adapt_requests = adapt_requests
         self.turn_hold = 0.0
         """Seconds a rollout's slot stays reserved for its next turn (see :meth:`keep_turns_together`)."""
         self.retry = retry or RetryPolicy()
@@ -137,8 +137,8 @@ class HttpModelClient:
 
     @property
     def request_limit(self) -> int:
-        """Requests this client lets into flight now: ``max_concurrency``, or fewer while its loop is saturated."""
-        return self.max_concurrency if self._limit is None else self._limit.limit
+        """Requests this client lets into flight now: ``max_requests``, or fewer while its loop is saturated."""
+        return self.max_requests if self._limit is None else self._limit.limit
 
     @property
     def queued(self) -> int:
@@ -153,8 +153,8 @@ class HttpModelClient:
         turn then evaluates only what the last turn added. ``hold`` bounds how
         long the model may idle while a rollout runs its tools.
         """
-        self.max_concurrency = 1
-        self.adapt_concurrency = False
+        self.max_requests = 1
+        self.adapt_requests = False
         self.turn_hold = hold
         if self._limit is not None:
             self._limit = RequestLimit(1, adaptive=False, name=self.base_url, hold=hold)
@@ -174,7 +174,7 @@ class HttpModelClient:
                 skip_auto_headers=("User-Agent",),
             )
             self._limit = RequestLimit(
-                self.max_concurrency, adaptive=self.adapt_concurrency, name=self.base_url, hold=self.turn_hold
+                self.max_requests, adaptive=self.adapt_requests, name=self.base_url, hold=self.turn_hold
             )
             self._loop = loop
         return self._session

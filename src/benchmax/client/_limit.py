@@ -1,6 +1,6 @@
 """How many model requests one endpoint may have in flight: a ceiling, and fewer while this loop is saturated.
 
-The ceiling (``EngineConfig.max_concurrent_requests``) protects the server. A
+The ceiling (``EngineConfig.max_requests``) protects the server. A
 second bound protects the driver: once the event loop that sends and reads the
 requests never idles, another request in flight adds no throughput. Its reply
 only waits in a socket buffer for the loop to get to it, every loop iteration

@@ -30,14 +30,14 @@ class ClientPool:
         self,
         *,
         timeout: float = 600.0,
-        max_concurrency: int = 256,
-        adapt_concurrency: bool = True,
+        max_requests: int = 256,
+        adapt_requests: bool = True,
         retry: RetryPolicy | None = None,
         max_outage: float = DEFAULT_MAX_OUTAGE,
     ) -> None:
         self.timeout = timeout
-        self.max_concurrency = max_concurrency
-        self.adapt_concurrency = adapt_concurrency
+        self.max_requests = max_requests
+        self.adapt_requests = adapt_requests
         self.retry = retry
         self.max_outage = max_outage
         self._endpoints: dict[str, ModelClient] = {}
@@ -70,8 +70,8 @@ class ClientPool:
             client = HttpModelClient(
                 key,
                 timeout=self.timeout,
-                max_concurrency=self.max_concurrency,
-                adapt_concurrency=self.adapt_concurrency,
+                max_requests=self.max_requests,
+                adapt_requests=self.adapt_requests,
                 retry=self.retry,
                 max_outage=self.max_outage,
             )

@@ -20,11 +20,11 @@ class EngineConfig:
     rollout_timeout: float | None = None
     """Seconds for a whole rollout, context and scoring included; time its requests spend
     waiting for a down endpoint does not count."""
-    max_concurrent_requests: int = 256
+    max_requests: int = 256
     """Requests in flight per endpoint, shared by all rollouts (vLLM's default
     ``max_num_seqs`` is 256: more only queues inside the server)."""
     adapt_requests: bool = True
-    """Send fewer than ``max_concurrent_requests`` while this process's event loop is
+    """Send fewer than ``max_requests`` while this process's event loop is
     saturated, where more would only queue here (``benchmax.client.RequestLimit``)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_outage: float = _DEFAULT_MAX_OUTAGE
@@ -40,8 +40,8 @@ class EngineConfig:
         """The model clients these limits ask for (an engine's own, or a run's shared by its engines)."""
         return ClientPool(
             timeout=self.request_timeout,
-            max_concurrency=self.max_concurrent_requests,
-            adapt_concurrency=self.adapt_requests,
+            max_requests=self.max_requests,
+            adapt_requests=self.adapt_requests,
             retry=self.retry,
             max_outage=self.max_outage,
         )
@@ -51,6 +51,6 @@ class EngineConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"EngineConfig.{name} must be > 0 seconds or None, got {value!r}")
-        for name in ("max_concurrent_requests", "max_content_chars", "max_tool_result_chars"):
+        for name in ("max_requests", "max_content_chars", "max_tool_result_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineConfig.{name} must be >= 1")

@@ -271,7 +271,7 @@ class Judge:
                 self.auth,
                 timeout=self.timeout or 600.0,
                 retry=self.retry,
-                max_concurrency=self.max_concurrency,
+                max_requests=self.max_concurrency,
                 max_outage=self.max_outage or DEFAULT_MAX_OUTAGE,
             )
         return self._client

@@ -141,6 +141,8 @@ class RunConfig:
         engine = dict(values.pop("engine", {}) or {})
         if "retry" in engine:
             engine["retry"] = RetryPolicy(**engine["retry"])
+        if "max_concurrent_requests" in engine:  # the name runs stored before 0.3's knobs had one name each
+            engine.setdefault("max_requests", engine.pop("max_concurrent_requests"))
         engine_fields = {item.name for item in fields(EngineConfig)}
         engine = {key: value for key, value in engine.items() if key in engine_fields}
         for key in ("data_dir", "run_dir"):

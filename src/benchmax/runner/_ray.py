@@ -255,8 +255,8 @@ class RayExecutor:
                 START_TIMEOUT,
             )
         # The per-endpoint request limit is for the whole run, so each actor gets its share.
-        share = math.ceil(self.config.engine.max_concurrent_requests / size)
-        self._engine_config = replace(self.config.engine, max_concurrent_requests=share)
+        share = math.ceil(self.config.engine.max_requests / size)
+        self._engine_config = replace(self.config.engine, max_requests=share)
         handles = [self._spawn() for _ in range(size)]
         try:
             await asyncio.gather(*(self._start_worker(handle) for handle in handles))

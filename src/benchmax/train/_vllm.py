@@ -68,7 +68,7 @@ class VLLMServerPolicy(TokenPolicy):
         self.model = model
         self.extra_body = _with_bias_keys(extra_body, str)
         self.client = HttpModelClient(
-            self.base_url, timeout=timeout, max_concurrency=max_concurrency, max_outage=max_outage
+            self.base_url, timeout=timeout, max_requests=max_concurrency, max_outage=max_outage
         )
         self._described = model is not None and max_context is not None
         self._describing: asyncio.Lock | None = None

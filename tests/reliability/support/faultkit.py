@@ -200,7 +200,7 @@ def drill_config(
         run_dir=run_dir,
         engine=EngineConfig(
             request_timeout=request_timeout,
-            max_concurrent_requests=endpoint_limit,
+            max_requests=endpoint_limit,
             retry=RetryPolicy(backoff_initial=0.01, backoff_max=0.2, retry_after_max=RETRY_AFTER),
         ),
     )
