@@ -233,3 +233,22 @@ def test_training_steps_are_numbered_as_the_terminal_numbers_them_and_lines_are_
         assert not page.errors
     finally:
         served.stop()
+
+
+def test_tab_labels_stay_whole_words_on_one_line(page: Any, server: _Server, tmp_path: Path) -> None:
+    from inspector_runs import write_training_run
+
+    write_training_run(tmp_path / "train")  # a training run has the most tabs
+    served = _Server(tmp_path)
+    try:
+        for base, run in ((server.base, "a"), (served.base, "train")):
+            _open(page, f"{base}/runs/{run}", "run")
+            page.wait_for_selector(".tabs button")
+            tabs = page.locator(".tabs button")
+            assert tabs.count() >= 3
+            for index in range(tabs.count()):
+                tab = tabs.nth(index)
+                assert tab.evaluate(_LINE_BREAKS) == [], f"the tab {tab.inner_text()!r} wraps at {page.width} px"
+        assert page.errors == []
+    finally:
+        served.stop()
