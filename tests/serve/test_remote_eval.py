@@ -33,7 +33,7 @@ def _records(run_dir: Path) -> dict[str, dict[str, object]]:
                 "reason": record.termination_reason,
                 "error": record.error,
                 "messages": record.messages,
-                "turns": [(t["index"], t["tool_calls"], t["tool_errors"], t["finish_reason"]) for t in record.turns],
+                "turns": [(t.index, t.tool_calls, t.tool_errors, t.finish_reason) for t in record.turns],
                 "env_logs": [entry for entry in logs if entry[0] == "served_env"],
                 "logs": logs,
             }

@@ -50,7 +50,7 @@ def test_open_run_returns_typed_records_with_transcripts_rewards_and_logs(live_r
     )  # fmt: skip
     assert right.sampling["seed"] in (3, 4)
     assert right.prompt_tokens > 0 and right.completion_tokens == 1
-    assert right.turns[0]["finish_reason"] == "stop"
+    assert right.turns[0].finish_reason == "stop"
     assert right.seconds == pytest.approx(right.ended_at - right.started_at)
     assert [(entry.logger, entry.phase, entry.message) for entry in logs] == [
         ("scored_env", "reward", f"scored {right.rollout_id}: '4'")

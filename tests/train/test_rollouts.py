@@ -223,7 +223,7 @@ def test_async_generation_runs_ahead_by_at_most_k_steps_and_records_each_turns_p
     assert any(batch.metrics["policy/staleness_max"] == 1 for batch in batches[1:])
     with Run(tmp_path / "run") as run:
         stored = [rollout.turns for rollout in run.rollouts()]
-    assert stored and all(turn["policy_version"] is not None for turns in stored for turn in turns)
+    assert stored and all(turn.policy_version is not None for turns in stored for turn in turns)
 
 
 def test_synchronous_steps_generate_when_asked_from_the_current_version(tiny, tmp_path):

@@ -179,7 +179,7 @@ def test_async_training_is_importance_corrected_and_every_step_is_recorded_in_th
         turns = [turn for rollout in stored.rollouts() for turn in rollout.turns]
     assert [step for step, _, _ in steps] == [0, 1, 2]
     assert all("is_ratio/mean" in metrics and metrics["trainer_step"] == step + 1 for step, _, metrics in steps)
-    assert turns and all(turn["policy_version"] is not None for turn in turns)
+    assert turns and all(turn.policy_version is not None for turn in turns)
     assert {p.name for p in (result.run_dir / "curves").iterdir()} >= {
         "reward.png",
         "short.png",

@@ -107,9 +107,13 @@ class TurnRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
-        """The inverse of its stored JSON form (lists for tuples, a dict for ``usage``)."""
+        """The inverse of its stored JSON form (lists for tuples, a dict for ``usage``).
+
+        Fields a record does not have are skipped, and those it lacks take their
+        defaults, so turns stored by an older or newer benchmax still read."""
         values = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        values["usage"] = Usage(**(data.get("usage") or {}))
+        usage = data.get("usage") or {}
+        values["usage"] = Usage(**{name: usage[name] for name in Usage.__dataclass_fields__ if name in usage})
         for name in ("prompt_token_ids", "completion_token_ids", "completion_logprobs"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])

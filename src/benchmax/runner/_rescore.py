@@ -63,6 +63,7 @@ from benchmax.store import (
     StoreError,
     chunks,
     decode_transcript,
+    decode_turns,
 )
 
 _CHUNK_GROUPS = 250
@@ -437,7 +438,7 @@ def _sampling(stored: bytes | None) -> SamplingParams:
 
 def _stored(row: Sequence[Any]) -> StoredRollout:
     messages = decode_transcript(row[19]) or []
-    turns = tuple(TurnRecord.from_dict(turn) for turn in decode_transcript(row[20]) or [])
+    turns = decode_turns(row[20])
     reason, error = row[8], row[9]
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
         reason, error = _loop_reason(messages, turns), None

@@ -13,7 +13,7 @@ from benchmax.store._codec import decode as decode_transcript
 from benchmax.store._compare import HEADLINE, Delta, RunDiff, compare, diff_runs, run_env
 from benchmax.store._excerpt import EXCERPT_CHARS, MAX_IMAGE_URI_CHARS, content_line, prompt_excerpt
 from benchmax.store._export import FORMATS, export_run, read_jsonl_export
-from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, RunStats, Sample, Spread
+from benchmax.store._figures import Bar, ComponentStats, ExamplePass, ReasonCount, Spread
 from benchmax.store._ids import MIN_SHORT_ID, is_digest, short_ids
 from benchmax.store._meta import ProvenanceResume, RunMeta
 from benchmax.store._provenance import (
@@ -26,9 +26,12 @@ from benchmax.store._provenance import (
     ProvenanceChange,
     provenance_changes,
 )
-from benchmax.store._queries import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter, RunQueries, match_query
-from benchmax.store._reader import GroupRecord, RolloutRecord, Run, open_run
+from benchmax.store._queries import RunQueries
+from benchmax.store._query_spec import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter
+from benchmax.store._reader import GroupRecord, RolloutRecord, Run, decode_turns, open_run
+from benchmax.store._run_stats import RunStats, Sample
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
+from benchmax.store._search import match_query
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, run_status
 from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, RunWriter
 from benchmax.store._writes import GroupWrite, RolloutCost, RolloutScore, ScoredGroup, StoreError
@@ -83,6 +86,7 @@ __all__ = [
     "compare",
     "content_line",
     "decode_transcript",
+    "decode_turns",
     "diff_runs",
     "export_run",
     "group_spread",

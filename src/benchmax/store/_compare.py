@@ -21,7 +21,7 @@ import orjson
 
 from benchmax.store import _compat
 from benchmax.store._meta import RunMeta
-from benchmax.store._queries import MAX_PAGE, Page
+from benchmax.store._query_spec import MAX_PAGE, Page
 
 HEADLINE = "reward"
 """The pseudo-component for each rollout's total reward."""

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from benchmax.envs import collector_paused, is_scored
+from benchmax.envs import TurnRecord, collector_paused, is_scored
 from benchmax.store import _codec
 from benchmax.store._advantage import group_spread
 from benchmax.store._excerpt import example_fields
@@ -519,6 +519,7 @@ def read_jsonl_export(path: Path) -> Iterator[RolloutRecord]:
             for key in ("logs", "example_args", "advantage"):
                 row.pop(key, None)
             row["filled"] = frozenset(row["filled"])
+            row["turns"] = tuple(TurnRecord.from_dict(turn) for turn in row["turns"] or ())
             if "scored" not in row:  # an export written before the column: its rewards and reason tell
                 row["scored"] = is_scored(row["termination_reason"], row["raw_rewards"])
             yield RolloutRecord(**row)

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs import Example, LogEntry
-from benchmax.store import _codec, _compat, _figures, _schema
+from benchmax.envs import Example, LogEntry, TurnRecord
+from benchmax.store import _codec, _compat, _run_stats, _schema
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
 from benchmax.store._meta import RunMeta
@@ -27,6 +27,8 @@ class RolloutRecord:
     batch emitted no component at all). ``scored`` is the ``scored`` column: the
     writer applied :func:`benchmax.envs.is_scored` to the outcome, scoring
     failures included, which the reason and rewards alone cannot tell.
+    ``turns`` are the :class:`~benchmax.envs.TurnRecord` the engine wrote, read back
+    (:func:`decode_turns`); :meth:`to_dict` gives them in their stored JSON form.
     """
 
     rollout_id: str
@@ -51,13 +53,14 @@ class RolloutRecord:
     seconds: float
     final_text: str
     messages: list[dict[str, Any]]
-    turns: list[dict[str, Any]]
+    turns: tuple[TurnRecord, ...]
     sampling: dict[str, Any] | None
     scored: bool
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
         data["filled"] = sorted(self.filled)
+        data["turns"] = orjson.loads(_codec.dumps(self.turns))
         return data
 
 
@@ -232,10 +235,10 @@ class Run:
         return [(step, at, orjson.loads(metrics)) for step, at, metrics in rows]
 
     def stats(
-        self, *, pass_threshold: float | None = None, examples: int | None = _figures.SUMMARY_EXAMPLES
-    ) -> _figures.RunStats:
+        self, *, pass_threshold: float | None = None, examples: int | None = _run_stats.SUMMARY_EXAMPLES
+    ) -> _run_stats.RunStats:
         """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
-        return _figures.run_stats(self._conn, meta=self.run_meta, pass_threshold=pass_threshold, examples=examples)
+        return _run_stats.run_stats(self._conn, meta=self.run_meta, pass_threshold=pass_threshold, examples=examples)
 
     def short_ids(self, example_ids: Sequence[str], *, among: Sequence[Run] = ()) -> dict[str, str]:
         """``{full id: short id}`` unique in this run (and in each of ``among``, for a table of several runs)."""
@@ -259,6 +262,15 @@ class Run:
 def open_run(path: str | Path) -> Run:
     """Open a run directory (or its ``run.sqlite``) for reading."""
     return Run(path)
+
+
+def decode_turns(value: bytes | str | None) -> tuple[TurnRecord, ...]:
+    """A rollout's stored turns (``transcripts.turns``) as the records the engine wrote.
+
+    Read through :meth:`TurnRecord.from_dict`, which fills what an older store did
+    not write yet with its default and skips what a newer one added.
+    """
+    return tuple(TurnRecord.from_dict(turn) for turn in _codec.decode(value) or ())
 
 
 def _runs(values: Sequence[int], gap: int = 64) -> Iterator[tuple[int, int]]:
@@ -321,7 +333,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         seconds=seconds,
         final_text=final_text,
         messages=_codec.decode(messages) or [],
-        turns=_codec.decode(turns) or [],
+        turns=decode_turns(turns),
         sampling=_codec.decode(sampling) if sampling else None,
         scored=bool(scored),
     )

@@ -14,7 +14,7 @@ Laid out for runs of millions of rollouts:
   spread), so the no-signal count, the groups table and the pass rate per
   example never aggregate every rollout; ``example_components`` holds each
   example's sum and count per component (after the zero-fill), for comparisons.
-* ``figures`` keeps the whole-run figures (``_figures``) the writer computed when it
+* ``figures`` keeps the whole-run figures (``_kept``) the writer computed when it
   closed, with the state of the run they describe, so a finished run's inspector
   opens without a pass over it;
 * ``rollouts_fts`` is a contentless FTS5 index of each rollout's text, filled

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.store import _codec, _compat, _figures, _schema
+from benchmax.store import _codec, _compat, _kept, _schema
 from benchmax.store._db import _threshold, _transaction
 from benchmax.store._examples import ExampleSync
 from benchmax.store._meta import RunMeta, meta_values
@@ -341,7 +341,7 @@ class RunWriter(ExampleSync):
         if self._error is None:
             try:
                 with _transaction(self._conn, self._lock):
-                    _figures.keep(self._conn)
+                    _kept.keep(self._conn)
                 if self._rows_written:
                     # the readers' query planner statistics, for the tables as they are now (sampled,
                     # yet a third of a second at a million rollouts: skipped when no row changed)
