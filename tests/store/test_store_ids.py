@@ -69,3 +69,15 @@ def test_the_summary_lists_each_example_by_its_short_id_on_one_line(make_run, tm
     rows = [line for line in table.splitlines() if "│" in line]
     assert [row.split("│")[1].strip() for row in rows] == [DIGEST[:9], TWIN[:9]], table
     assert all(len(line) <= 80 for line in table.splitlines())
+
+
+def test_the_summary_names_each_sample_rollout_by_its_examples_short_id(make_run, tmp_path: Path):
+    run_dir = make_run(tmp_path / "run", {DIGEST: [{"correct": 0.0}], TWIN: [{"correct": 1.0}]})
+    console = Console(width=80, record=True, color_system=None)
+
+    with open_run(run_dir) as run:
+        render_summary(console, run.stats(pass_threshold=1.0))
+    text = console.export_text()
+
+    heads = [line.strip() for line in text.splitlines() if line.startswith(("  passed", "  not passed"))]
+    assert [head.split()[-1] for head in heads] == [f"eval/{TWIN[:9]}#0", f"eval/{DIGEST[:9]}#0"], text

@@ -141,7 +141,7 @@ def render_samples(console: Console, samples: Sequence[Sample]) -> None:
         reward = "-" if sample.reward is None else f"{sample.reward:.4g}"
         head = Text.assemble(
             "  ", (sample.outcome, tones.get(sample.outcome, "")), f"  reward {reward}  {sample.termination_reason}  ",
-            (sample.rollout_id, "dim"),
+            (sample.label or sample.rollout_id, "dim"),
         )  # fmt: skip
         console.print(head, soft_wrap=True, highlight=False)
         lines = [("prompt", sample.prompt), ("fields", sample.fields)]

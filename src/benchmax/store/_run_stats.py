@@ -28,6 +28,7 @@ from benchmax.store._figures import (
     stored_threshold,
     wall_seconds,
 )
+from benchmax.store._ids import short_ids
 from benchmax.store._kept import data_stamp, kept
 from benchmax.store._meta import RunMeta
 
@@ -51,6 +52,8 @@ class Sample:
     fields: str
     answer: str
     error: str | None
+    label: str = ""
+    """The rollout id as a person reads it: its example's short id in place of the full one."""
 
 
 SAMPLE_CHARS = 120
@@ -226,6 +229,7 @@ def samples(conn: sqlite3.Connection, threshold: float) -> tuple[Sample, ...]:
     ids = [row[2] for _, row in chosen]
     payloads = _payloads(conn, ids)
     prompts = prompt_excerpts(conn, ids, SAMPLE_CHARS)
+    short = short_ids([conn], ids)
     return tuple(
         Sample(
             rollout_id=rollout_id,
@@ -237,6 +241,7 @@ def samples(conn: sqlite3.Connection, threshold: float) -> tuple[Sample, ...]:
             fields=_fields_line(payloads.get(example_id)),
             answer=one_line(final_text or "", SAMPLE_CHARS),
             error=one_line(error, SAMPLE_CHARS) if error else None,
+            label=rollout_id.replace(example_id, short[example_id]),
         )
         for outcome, (_, rollout_id, example_id, reason, _scored, reward, final_text, error) in chosen
     )
