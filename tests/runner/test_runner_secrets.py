@@ -36,7 +36,10 @@ ECHOES: dict[str, bytes] = {
     "split_across_fields": (
         b'{"error": {"code": "' + KEY[:20].encode() + b'", "message": "' + KEY[20:].encode() + b'"}}'
     ),
-    "cut_at_the_length_limit": b"x" * 1990 + KEY.encode() + b" was refused",
+    # a page is summarised in one line of 300 characters, a JSON error's message kept to 2,000: an echo
+    # across either cut is masked whole, never cut into a piece of the key
+    "cut_at_the_line_limit": b"x" * 290 + KEY.encode() + b" was refused",
+    "cut_at_the_message_limit": b'{"error": {"message": "' + b"x" * 1990 + KEY.encode() + b' was refused"}}',
     "base64_header": b'{"error": {"message": "header was '
     + base64.b64encode(f"Bearer {KEY}".encode())
     + b'"}}',

@@ -37,6 +37,7 @@ import contextlib
 import logging
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -257,6 +258,7 @@ class BwrapProvider(SandboxProvider):
         channel, channel_inside = socket.socketpair()
         log, log_inside = socket.socketpair()
         inside = (channel_inside.fileno(), log_inside.fileno())
+        process: asyncio.subprocess.Process | None = None
         try:
             argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE, *map(str, inside)])
             try:
@@ -280,6 +282,11 @@ class BwrapProvider(SandboxProvider):
         except BaseException:
             channel.close()
             log.close()
+            if process is not None:  # started, then cancelled before it was a sandbox: end it here, on this loop
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(Exception):
+                    await process.wait()
             raise
         sandbox = BwrapSandbox(spec, sandbox_id, process, self._python(spec), reader, writer, log_reader)
         try:
