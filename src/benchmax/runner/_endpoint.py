@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +34,7 @@ from benchmax.client import (
     HttpModelClient,
     ModelError,
     Outage,
+    PoolStats,
     ReplicaRouter,
     choose_model,
 )
@@ -208,7 +209,7 @@ class OutageObserver(Protocol):
     def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None: ...
 
 
-Stats = Callable[[], Mapping[str, Any]]
+Stats = Callable[[], PoolStats]
 
 
 class EndpointWatch:
@@ -261,7 +262,7 @@ class EndpointWatch:
             self._refresh.cancel()
         on_endpoints = getattr(self.observer, "on_endpoints", None)
         if on_endpoints is not None and self.stats is not None and len(self.endpoint.replicas) > 1:
-            on_endpoints(self.stats().get("endpoints") or {})
+            on_endpoints(_per_server(self.stats()))
 
     def stop(self, reason: str) -> None:
         if not self._stopped:
@@ -285,11 +286,11 @@ class EndpointWatch:
             on_endpoints = None
         on_load = getattr(self.observer, "on_load", None) if self.in_flight is not None else None
         while True:
-            stats = self.stats() if self.stats is not None else {}
+            stats = self.stats() if self.stats is not None else PoolStats()
             if on_endpoints is not None:
-                on_endpoints(stats.get("endpoints") or {})
+                on_endpoints(_per_server(stats))
             if on_load is not None and self.in_flight is not None:
-                on_load(in_flight=self.in_flight(), waiting=int(stats.get("queued") or 0))
+                on_load(in_flight=self.in_flight(), waiting=stats.queued)
             await asyncio.sleep(self.REFRESH)
             for outage in self.source.outages():
                 if outage.ended_at is None and outage.endpoint in self.endpoint.replicas:
@@ -300,3 +301,8 @@ class EndpointWatch:
 
 def _all_down(endpoint: Endpoint, reason: str) -> str:
     return f"all {len(endpoint.replicas)} replicas of {endpoint.base_url} are down; the last: {reason}"
+
+
+def _per_server(stats: PoolStats) -> dict[str, dict[str, Any]]:
+    """Each server's counters, as the observer shows them."""
+    return {url: figures.to_json() for url, figures in stats.endpoints.items()}

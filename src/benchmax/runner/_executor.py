@@ -35,6 +35,10 @@ class GroupExecutor(Protocol):
 
     def stats(self) -> dict[str, Any]: ...
 
+    def totals(self) -> PoolStats:
+        """The model-client counters as one record (what ``stats`` writes as JSON)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

@@ -315,10 +315,14 @@ class RayExecutor:
                 return result
         return _lost_group(batch, lost)
 
+    def totals(self) -> PoolStats:
+        """Model-client counters summed over every actor, live and retired."""
+        handles = [*self._workers, *self._retired]
+        return PoolStats.merge([PoolStats(calls=()), *(handle.client_stats for handle in handles)])
+
     def stats(self) -> dict[str, Any]:
         """Model-client counters summed over every actor, plus the pool's own."""
-        handles = [*self._workers, *self._retired]
-        merged = PoolStats.merge([PoolStats(calls=()), *(handle.client_stats for handle in handles)]).to_json()
+        merged = self.totals().to_json()
         merged["ray"] = {
             "workers": len(self._workers),
             "workers_started": self._spawned,

@@ -410,7 +410,7 @@ async def _schedule(
         session,
         observer if hasattr(observer, "on_outage") else None,
         stop,
-        stats=executor.stats,
+        stats=executor.totals,
         in_flight=lambda: len(tasks) * size,
     )
 
