@@ -79,15 +79,21 @@ class Example(Generic[Payload]):
     For ``BaseEnv`` the payload is a JSON object holding ``prompt_messages`` plus
     any fields the reward reads later; other environments may carry any payload.
     The id survives re-ordering of the file, so resume and diff match examples
-    across runs.
+    across runs (within one env: a mixture's examples are told apart by ``env``).
     """
 
     id: str
     payload: Payload
+    env: str | None = None
+    """The name of the env this example belongs to, in a run of several envs (a mixture);
+    ``None`` in a run of one env. The runner, the store and the trainer key per-env figures,
+    zero-fill and groups by it, so two envs' examples never share a group or a fill."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise ValueError("Example.id must be a non-empty string")
+        if self.env is not None and (not isinstance(self.env, str) or not self.env.strip()):
+            raise ValueError("Example.env must be None or a non-empty env name")
 
 
 @dataclass(frozen=True, slots=True)
