@@ -194,7 +194,12 @@ async def test_a_loop_with_time_to_spare_grows_a_shrunk_limit_back_to_its_ceilin
         await asyncio.gather(*workers)
 
 
-async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_once_and_says_so_once(caplog):
+async def test_an_http_client_whose_limit_shrinks_sends_fewer_requests_at_once_and_says_so_once(caplog):
+    """The client obeys its limit's decisions (the probe that makes them is tested above, on its own).
+
+    The decisions are given, not measured: whether a loop shared with other processes reads as
+    saturated depends on the machine's load, and this test is about what the client does with them.
+    """
     caplog.set_level(logging.INFO, logger="benchmax.client")
     in_flight = 0
     peaks: list[int] = []
@@ -203,8 +208,7 @@ async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_on
         nonlocal in_flight
         in_flight += 1
         peaks.append(in_flight)
-        _burn(0.0005)  # the server shares the client's loop: each request keeps it busy
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)
         in_flight -= 1
         return web.json_response(
             {"choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}
@@ -217,7 +221,7 @@ async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_on
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
-    config = EngineConfig(max_requests=64)
+    config = EngineConfig(max_requests=64, adapt_requests=False)  # no probe: only the decisions below
     client = config.client_pool().http(f"http://127.0.0.1:{port}/v1")
     stop = asyncio.Event()
 
@@ -225,26 +229,29 @@ async def test_an_http_client_whose_loop_is_saturated_sends_fewer_requests_at_on
         while not stop.is_set():
             await client.chat({"model": "m", "messages": []})
 
-    limits: list[int] = []
-
-    def seen() -> bool:
-        limits.append(client.request_limit)
-        return len(peaks) >= 500
-
     workers = [asyncio.create_task(worker()) for _ in range(128)]
     try:
-        await _until(lambda: client.request_limit <= 32, 60)
-        limits.append(client.request_limit)
-        await _until(seen, 60)  # the requests let in before the drop finish meanwhile
+        await _until(lambda: len(peaks) >= 200, 60)
+        before = max(peaks)
+        limit = client._limit
+        assert limit is not None
+        # Saturated windows where 1,000 requests/s at 1 ms each need 2 in flight: halve, then the floor.
+        limit.resize(1.0, rate=1000.0, service=0.001)
+        assert client.request_limit == 32
+        limit.resize(1.0, rate=1000.0, service=0.001)
+        assert client.request_limit == 16
+        served = len(peaks)
+        await _until(lambda: len(peaks) >= served + 64, 60)  # the requests let in before the drop finish
         peaks.clear()
-        await _until(seen, 60)
+        await _until(lambda: len(peaks) >= 300, 60)
     finally:
         stop.set()
         await asyncio.gather(*workers)
         await client.aclose()
         await runner.cleanup()
+    assert before == 64  # at the ceiling, the server had as many as the client allowed
     assert client.max_requests == 64
-    assert max(peaks) <= max(limits) < 64  # the server saw no more than the limit of the moment
+    assert max(peaks) <= 16  # after the decisions, never more than the limit of the moment
     told = [record.getMessage() for record in caplog.records if "saturated" in record.getMessage()]
     assert len(told) == 1
     assert f"127.0.0.1:{port}/v1" in told[0] and "fewer than 64 in flight" in told[0]
