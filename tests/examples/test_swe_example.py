@@ -25,20 +25,56 @@ from benchmax.testing import ScriptedServer
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def sandbox_processes() -> dict[int, str]:
-    """Host processes (not zombies) that belong to some sandbox, with their command lines."""
-    found = {}
+def sandbox_processes(*, ids: set[str] | None = None, under: int | None = None) -> dict[int, str]:
+    """Host processes (not zombies) that belong to a sandbox, with their command lines.
+
+    Only this test's: sandboxes whose id is in ``ids``, or processes descended from ``under``
+    (default: this process). Other jobs on the machine (another test run, a stray manual run)
+    have sandboxes of their own that say nothing about this test's.
+    """
+    under = os.getpid() if under is None and ids is None else under
+    parents: dict[int, int] = {}
+    candidates: dict[int, tuple[str, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
+            stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            parents[int(entry.name)] = int(stat[1])
             environ = (entry / "environ").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:300].decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        sandbox = next(
+            (item[20:].decode(errors="replace") for item in environ if item.startswith(b"BENCHMAX_SANDBOX_ID=")), None
+        )
+        if sandbox is not None and stat[0] != "Z":
+            candidates[int(entry.name)] = (sandbox, command)
+
+    def descends(pid: int) -> bool:
+        seen = 0
+        while pid > 1 and seen < 4096:
+            if pid == under:
+                return True
+            pid, seen = parents.get(pid, 0), seen + 1
+        return False
+
+    return {
+        pid: command
+        for pid, (sandbox, command) in candidates.items()
+        if (ids is not None and sandbox in ids) or (under is not None and descends(pid))
+    }
+
+
+def sandbox_ids_under(pid: int) -> set[str]:
+    """The ids of the sandboxes whose processes descend from ``pid`` now."""
+    found: set[str] = set()
+    for entry in sandbox_processes(under=pid):
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(item.startswith(b"BENCHMAX_SANDBOX_ID=") for item in environ) and state != "Z":
-            found[int(entry.name)] = command
+        found.update(item[20:].decode(errors="replace") for item in environ if item.startswith(b"BENCHMAX_SANDBOX_ID="))
     return found
 
 
@@ -219,13 +255,19 @@ async def test_sigkill_of_a_benchmax_eval_run_mid_rollout_leaves_no_sandbox_behi
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(SRC), "TMPDIR": str(tmp_path)}
         run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        mine: set[str] = set()
         try:
-            sleeping = lambda: sum(command.startswith("sleep 300") for command in sandbox_processes().values()) == 3  # noqa: E731
-            assert await eventually(sleeping, within=120), (run.poll(), sandbox_processes())
+
+            def sleeping() -> bool:
+                return sum(cmd.startswith("sleep 300") for cmd in sandbox_processes(under=run.pid).values()) == 3
+
+            assert await eventually(sleeping, within=120), (run.poll(), sandbox_processes(under=run.pid))
+            mine = sandbox_ids_under(run.pid)
         finally:
             run.send_signal(signal.SIGKILL)
             run.wait()
-    assert await eventually(lambda: not sandbox_processes()), sandbox_processes()
+    assert len(mine) == 3
+    assert await eventually(lambda: not sandbox_processes(ids=mine)), sandbox_processes(ids=mine)
     assert Path("/proc/self/mountinfo").read_text().count("\n") == mounts_before
     assert [path.name for path in tmp_path.iterdir()] == ["run"]  # nothing of the sandboxes on disk
 
