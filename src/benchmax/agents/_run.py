@@ -136,6 +136,7 @@ async def run_command(
         _kill_group(process)  # what it left running in its session, or all of it
         with contextlib.suppress(Exception):
             await asyncio.wait_for(process.wait(), 5.0)
+        await _group_gone(process.pid)
         # every holder of its pipes is dead now: the readers reach the end of what it wrote
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 5.0)
@@ -162,6 +163,19 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
     """Kill the command's session (it and whatever it spawned), if anything of it is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _group_gone(pgid: int, limit: float = 5.0) -> None:
+    """Wait (bounded) until the kernel has delivered the kill to every process of the group: the
+    rollout ends once its processes are gone, not while a child is still on its way out."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + limit
+    while loop.time() < until:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
