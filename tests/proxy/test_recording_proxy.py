@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
+import httpx
 import openai
 import orjson
 import pytest
 
-from benchmax.client import CallLedger
-from benchmax.envs import SamplingParams, TerminationReason
-from benchmax.proxy import RecordingProxy
+from benchmax.auth import ModelRequestContext
+from benchmax.client import CallLedger, ClientPool
+from benchmax.envs import RolloutScope, SamplingParams, TerminationReason, current_scope, enter_scope
+from benchmax.proxy import ProxyError, RecordingProxy
 from benchmax.testing import ScriptedServer
 
 
@@ -189,11 +192,17 @@ async def test_over_max_calls_the_sdk_raises_at_once_and_the_rollout_stops_for_m
     assert len(lease.calls) == 2 and len(scripted_server.requests) == 2
 
 
-async def test_past_the_deadline_calls_are_refused_and_one_in_flight_is_cut(proxy, agent_client):
-    async with proxy.lease("r1", timeout=0.5) as lease:
+async def test_a_call_in_flight_at_the_deadline_is_cut_and_later_calls_are_refused(proxy, agent_client):
+    async with proxy.lease("r1") as lease:
         client = agent_client(lease)
+        pending = asyncio.create_task(
+            client.chat.completions.create(model="m", messages=[script([{"sleep": 30, "content": "late"}])])
+        )
+        while lease.in_flight == 0:
+            await asyncio.sleep(0.01)
+        lease.deadline = time.monotonic()  # the rollout's time runs out while its call waits on the model
         with pytest.raises(openai.RateLimitError) as cut:
-            await client.chat.completions.create(model="m", messages=[script([{"sleep": 30, "content": "late"}])])
+            await pending
         assert cut.value.code == "rollout_deadline_exceeded"
         with pytest.raises(openai.RateLimitError) as after:
             await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
@@ -201,6 +210,14 @@ async def test_past_the_deadline_calls_are_refused_and_one_in_flight_is_cut(prox
     assert lease.stop_reason == TerminationReason.TIMEOUT
     (call,) = lease.calls
     assert call.message is None and call.error_reason == TerminationReason.TIMEOUT and "deadline" in call.error
+
+
+async def test_a_lease_whose_time_is_up_refuses_its_first_call(proxy, agent_client, scripted_server):
+    async with proxy.lease("r1", timeout=0) as lease:
+        with pytest.raises(openai.RateLimitError) as refused:
+            await agent_client(lease).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert refused.value.code == "rollout_deadline_exceeded"
+    assert lease.stop_reason == TerminationReason.TIMEOUT and lease.calls == () and scripted_server.requests == []
 
 
 async def test_a_503_is_retried_by_the_client_and_the_agent_sees_one_answer(proxy, agent_client, scripted_server):
@@ -256,3 +273,93 @@ async def test_each_call_is_metered_against_its_rollout_in_the_run_ledger(proxy,
     assert [f.requests for f in log.of("r1")] == [2]
     assert [f.requests for f in log.of("r2")] == [1]
     assert [(f.role, f.model) for f in log.of("r1")] == [("policy", "scripted")]
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "code"),
+    [
+        (b"x" * (64 * 1024 + 1), {"Content-Type": "application/json"}, 413, "request_too_large"),
+        (b'{"messages": [{"role": "user", "content": "x"}]}', {"Content-Type": "text/plain"}, 415, None),
+        (b"{not json", {"Content-Type": "application/json"}, 400, None),
+        (b'{"messages": []}', {"Content-Type": "application/json"}, 400, "invalid_messages"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "n": 3}', {"Content-Type": "application/json"}, 400, None),
+    ],
+    ids=["oversize", "not-json-type", "bad-json", "no-messages", "several-choices"],
+)
+async def test_requests_the_proxy_cannot_serve_are_refused_before_anything_is_sent(
+    pool, scripted_server, content, headers, status, code
+):
+    async with (
+        RecordingProxy(pool, model="scripted", base_url=scripted_server.base_url, max_body_bytes=64 * 1024) as proxy,
+        proxy.lease("r1") as lease,
+        httpx.AsyncClient(trust_env=False) as http,
+    ):
+        reply = await http.post(
+            f"{lease.base_url}/chat/completions",
+            content=content,
+            headers={**headers, "Authorization": f"Bearer {lease.api_key}"},
+        )
+    assert reply.status_code == status
+    assert reply.headers["x-should-retry"] == "false"
+    error = reply.json()["error"]
+    assert error["message"] and (code is None or error["code"] == code)
+    assert lease.calls == () and scripted_server.requests == []
+
+
+async def test_a_non_loopback_host_is_refused():
+    with pytest.raises(ProxyError, match="loopback"):
+        RecordingProxy(ClientPool(), model="m", base_url="http://127.0.0.1:1/v1", host="0.0.0.0")
+
+
+class _ScopeProbe:
+    """A run's credentials that note the rollout scope each request is signed in."""
+
+    def __init__(self) -> None:
+        self.seen: list[RolloutScope] = []
+
+    async def headers_for_request(self, context: ModelRequestContext) -> dict[str, str]:
+        self.seen.append(current_scope())
+        return {"Authorization": f"Bearer {RUN_KEY}"}
+
+
+RUN_KEY = "sk-run-key-0123456789abcdef-SECRET"
+
+
+async def test_calls_run_in_the_scope_the_lease_was_taken_in_and_keys_stay_on_their_side(
+    pool, scripted_server, agent_client
+):
+    probe = _ScopeProbe()
+    hold = object()
+    async with RecordingProxy(pool, model="scripted", base_url=scripted_server.base_url, auth=probe) as proxy:
+        with enter_scope(RolloutScope(rollout_id="r1", hold=hold)):  # as the engine enters a rollout
+            inside = proxy.lease("r1")
+            lease = await inside.__aenter__()
+        outside = proxy.lease("r2")  # a lease taken outside any rollout is scoped to its rollout id
+        other = await outside.__aenter__()
+        await agent_client(lease).chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+        await agent_client(other).chat.completions.create(model="m", messages=[{"role": "user", "content": "b"}])
+        with pytest.raises(openai.BadRequestError) as echoed:
+            await agent_client(lease, max_retries=0).chat.completions.create(
+                model="m", messages=[script([{"status": 400, "message": f"bad key {RUN_KEY}"}])]
+            )
+        await inside.__aexit__(None, None, None)
+        await outside.__aexit__(None, None, None)
+    assert [(scope.rollout_id, scope.hold) for scope in probe.seen] == [("r1", hold), ("r2", None), ("r1", hold)]
+    assert [headers["Authorization"] for headers in scripted_server.headers] == [f"Bearer {RUN_KEY}"] * 3
+    assert RUN_KEY not in str(echoed.value) and RUN_KEY not in lease.calls[-1].error
+    assert "***" in lease.calls[-1].error
+
+
+async def test_a_call_in_flight_when_the_lease_ends_is_cancelled_and_recorded(proxy, agent_client):
+    async with proxy.lease("r1") as lease:
+        client = agent_client(lease, max_retries=0)
+        pending = asyncio.create_task(
+            client.chat.completions.create(model="m", messages=[script([{"sleep": 30, "content": "late"}])])
+        )
+        while lease.in_flight == 0:
+            await asyncio.sleep(0.01)
+    (call,) = lease.calls
+    assert call.error_reason == TerminationReason.CANCELLED and call.message is None
+    with pytest.raises(openai.InternalServerError) as ended:
+        await pending
+    assert ended.value.status_code == 503 and ended.value.code == "lease_ended"

@@ -39,8 +39,7 @@ class ProxyLease:
         self.base_url = base_url
         self.api_key = api_key
         self.max_calls = max_calls
-        self.deadline = deadline
-        """``time.monotonic()`` past which the proxy answers no more calls; ``None``: none."""
+        self._deadline = deadline
         self.sampling = sampling
         self.stop_reason: str | None = None
         self._slot = slot
@@ -49,11 +48,24 @@ class ProxyLease:
         self._records: list[RecordedCall] = []
         self._sorted = True
         self._tasks: set[asyncio.Task[object]] = set()
+        self._limits: set[asyncio.Timeout] = set()
         self._closed = False
 
     def __repr__(self) -> str:
         # the key never shows, as with every credential benchmax holds
         return f"ProxyLease({self.rollout_id!r}, calls={len(self._records)}, stop_reason={self.stop_reason!r})"
+
+    @property
+    def deadline(self) -> float | None:
+        """``time.monotonic()`` past which the proxy answers no more calls; ``None``: none."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        """Move the deadline (a runner that pauses the rollout's clock moves it); calls in flight follow."""
+        self._deadline = value
+        for limit in self._limits:
+            limit.reschedule(_loop_time(value))
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
@@ -67,9 +79,9 @@ class ProxyLease:
         """Calls forwarded and not answered yet."""
         return len(self._tasks)
 
-    def remaining(self) -> float | None:
-        """Seconds left before the deadline (``None``: no deadline)."""
-        return None if self.deadline is None else self.deadline - time.monotonic()
+    def _limit(self) -> asyncio.Timeout:
+        """A timeout at the deadline for one call in flight, moved with the deadline until the call ends."""
+        return asyncio.timeout_at(_loop_time(self._deadline))
 
     def _stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -91,3 +103,10 @@ class ProxyLease:
         if self._records and self._records[-1].index > call.index:
             self._sorted = False
         self._records.append(call)
+
+
+def _loop_time(deadline: float | None) -> float | None:
+    """A ``time.monotonic()`` instant on the running loop's clock."""
+    if deadline is None:
+        return None
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())

@@ -246,7 +246,15 @@ class RecordingProxy:
         task = asyncio.get_running_loop().create_task(self._forward(lease, index, body), context=lease._context.copy())
         lease._tasks.add(task)
         task.add_done_callback(lease._tasks.discard)
-        result = await task
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            return error_response(
+                503, "the rollout's lease ended while the call was in flight", code="lease_ended", kind="upstream_error"
+            )
         if isinstance(result, web.Response):
             return result
         call_id = f"chatcmpl-bmx{next(self._ids)}"
@@ -289,9 +297,10 @@ class RecordingProxy:
         answer: web.Response | None = None
         sent = upstream_body(body, self.model, lease.sampling)
         client = scoped_client(self.clients.get(self.upstream), role="policy")
+        limit = lease._limit()
+        lease._limits.add(limit)
         try:
-            remaining = lease.remaining()
-            async with asyncio.timeout(remaining) as limit:
+            async with limit:
                 if self.auth is None:
                     result = await client.chat(sent, rollout_id=lease.rollout_id)
                 else:
@@ -314,6 +323,7 @@ class RecordingProxy:
             error, reason = "the call was cancelled (the rollout's lease ended)", TerminationReason.CANCELLED
             raise
         finally:
+            lease._limits.discard(limit)
             lease._record(_recorded(index, body, result, error, reason, started_at, time.perf_counter() - clock))
         return result if answer is None else answer
 
