@@ -188,3 +188,17 @@ def test_an_env_needs_exactly_one_program():
         ScoredAgents(agent=tool_agent, command=COMMAND)
     with pytest.raises(EnvDefinitionError, match="cannot be sandboxed"):
         ScoredAgents(agent=tool_agent, sandbox=True)
+
+
+async def test_the_runs_rollout_timeout_bounds_the_agent_and_its_calls_are_kept(run_group):
+    """No env timeout: the run's --rollout-timeout (less the scoring reserve) kills the hanging agent,
+    before the engine's own deadline would have dropped the calls it made."""
+    from benchmax.client import RetryPolicy
+    from benchmax.engine import EngineConfig
+
+    env = ScoredAgents(command=COMMAND)
+    config = EngineConfig(rollout_timeout=4.0, retry=RetryPolicy(max_attempts=1))
+    (outcome,) = await run_group(env, example([{"content": "5"}], mode="hang"), config=config)
+    assert outcome.termination_reason == TerminationReason.TIMEOUT
+    assert "3s limit" in outcome.error
+    assert len(outcome.turns) == 1

@@ -236,7 +236,7 @@ class AgentEnv(BaseEnv):
                 if self._own_clients is None:
                     self._own_clients = ClientPool()
                 clients = self._own_clients
-            key = (id(clients), request.base_url, request.model, id(request.model_auth))
+            key = (clients, request.base_url, request.model, request.model_auth)
             proxy = self._proxies.get(key)
             if proxy is None:
                 proxy = RecordingProxy(clients, model=request.model, base_url=request.base_url, auth=request.model_auth)

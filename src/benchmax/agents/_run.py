@@ -170,12 +170,32 @@ async def _group_gone(pgid: int, limit: float = 5.0) -> None:
     rollout ends once its processes are gone, not while a child is still on its way out."""
     loop = asyncio.get_running_loop()
     until = loop.time() + limit
-    while loop.time() < until:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
+    while loop.time() < until and _group_alive(pgid):
         await asyncio.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A zombie does not count: a killed child
+    reparented to an init that never reaps (some containers' pid 1) stays one for good."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
