@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "bundle": {"envs", "errors"},
     "engine": {"envs", "client", "auth", "errors"},
     "proxy": {"envs", "client", "auth", "errors"},
+    "agents": {"envs", "client", "proxy", "sandbox", "errors"},
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
     "runner": {"envs", "loading", "client", "engine", "store", "local", "auth", "aio", "errors"},

@@ -104,6 +104,10 @@ class TurnRecord:
     tool_errors: tuple[str, ...] = ()
     policy_version: int | None = None
     """The trainer's policy version that generated this turn (training only)."""
+    sequence: int = 0
+    """Which token sequence of the rollout this turn continues. The engine's loop has one
+    (0); an agent program whose calls do not extend one another (a sub-agent, a summarised
+    history) has several, and a trainer assembles each on its own, never re-rendered."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:

@@ -1,0 +1,270 @@
+"""Running one agent program for one rollout: an async function, or a command in a subprocess.
+
+Whatever the program does, what comes back is an :class:`AgentRun`: its final
+answer (bounded), how it ended (``ok``, ``error`` with the why, ``timeout``) and
+the tail of what it wrote to stderr. Nothing raises out of here for the agent's
+own failures: the calls it made before failing are the rollout's, and the env
+must still build the rollout from them.
+
+A command runs in a session of its own, so on a timeout (or a cancelled rollout)
+its whole process group is killed, children included. Its stdout and stderr are
+read as bytes and decoded with replacement: an agent that prints non-UTF-8 costs a
+``\\ufffd``, not the rollout. Each stderr line is logged as it arrives (logger
+``benchmax.agents.stderr``), so the engine's log capture files it under the
+rollout beside its turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+logger = logging.getLogger("benchmax.agents")
+stderr_logger = logging.getLogger("benchmax.agents.stderr")
+
+AgentFunction = Callable[[Mapping[str, Any], str, str], Awaitable[Any]]
+"""``async def agent(example, base_url, api_key) -> answer``: ``example`` is the example's payload."""
+
+MAX_LINE_CHARS = 4_000
+"""The longest stderr line kept as one log record (longer ones are cut, and marked)."""
+
+_ENV_PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
+"""The host variables a command sees besides its own: never the host's credentials."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """How one agent program ended."""
+
+    status: Literal["ok", "error", "timeout"]
+    answer: str = ""
+    error: str | None = None
+    stderr_tail: str = ""
+    exit_code: int | None = None
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, marked where it was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
+
+
+async def run_function(
+    agent: AgentFunction, example: Mapping[str, Any], base_url: str, api_key: str, *, timeout: float, max_answer: int
+) -> AgentRun:
+    """Await ``agent`` under ``timeout``; its exception is the run's error (traceback logged with the rollout)."""
+    try:
+        async with asyncio.timeout(timeout) as deadline:
+            answer = await agent(example, base_url, api_key)
+    except TimeoutError as exc:
+        if deadline.expired():
+            return AgentRun("timeout", error=f"the agent ran past its {timeout:g}s limit")
+        return _function_failed(exc)
+    except Exception as exc:
+        return _function_failed(exc)
+    return AgentRun("ok", answer=bounded(_answer_text(answer), max_answer))
+
+
+def _function_failed(exc: BaseException) -> AgentRun:
+    logger.error("the agent raised %s", type(exc).__name__, exc_info=exc)
+    return AgentRun("error", error=bounded(f"the agent raised {type(exc).__name__}: {exc}", 2_000))
+
+
+def _answer_text(answer: Any) -> str:
+    if answer is None:
+        return ""
+    if isinstance(answer, bytes):
+        return answer.decode("utf-8", "replace")
+    return answer if isinstance(answer, str) else str(answer)
+
+
+def command_env(base_url: str, api_key: str, rollout_id: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """The command's environment: a few host variables, the author's own, and the rollout's endpoint."""
+    env = {name: os.environ[name] for name in _ENV_PASSED if name in os.environ}
+    env.update(extra)
+    env["OPENAI_BASE_URL"] = base_url
+    env["OPENAI_API_KEY"] = api_key
+    env["BENCHMAX_ROLLOUT_ID"] = rollout_id
+    return env
+
+
+async def run_command(
+    argv: Sequence[str],
+    stdin: bytes,
+    env: Mapping[str, str],
+    *,
+    timeout: float,
+    max_answer: int,
+    max_stderr: int,
+    cwd: str | None = None,
+) -> AgentRun:
+    """Run ``argv`` with ``stdin``; its stdout is the answer, non-zero exit an error, past ``timeout`` killed."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return AgentRun("error", error=f"cannot start the agent command {argv[0]!r}: {exc}")
+    stdout = _Head(max_answer * 4)
+    stderr = _Tail(max_stderr)
+    readers = [
+        asyncio.create_task(_feed(process, stdin)),
+        asyncio.create_task(_read(process.stdout, stdout.add)),
+        asyncio.create_task(_read_lines(process.stderr, stderr)),
+    ]
+    timed_out = False
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                await process.wait()
+        except TimeoutError:
+            timed_out = True
+    finally:
+        _kill_group(process)  # what it left running in its session, or all of it
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(process.wait(), 5.0)
+        await _group_gone(process.pid)
+        # every holder of its pipes is dead now: the readers reach the end of what it wrote
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), 5.0)
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+    tail = stderr.text()
+    if timed_out:
+        return AgentRun(
+            "timeout", error=f"the agent command ran past its {timeout:g}s limit and was killed", stderr_tail=tail
+        )
+    code = process.returncode
+    answer = bounded(stdout.data().decode("utf-8", "replace").strip(), max_answer)
+    if code != 0:
+        ended = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
+        detail = f": {bounded(tail.strip(), 2_000)}" if tail.strip() else " (no stderr)"
+        return AgentRun(
+            "error", answer=answer, error=f"the agent command {ended}{detail}", stderr_tail=tail, exit_code=code
+        )
+    return AgentRun("ok", answer=answer, stderr_tail=tail, exit_code=code)
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """Kill the command's session (it and whatever it spawned), if anything of it is left."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _group_gone(pgid: int, limit: float = 5.0) -> None:
+    """Wait (bounded) until the kernel has delivered the kill to every process of the group: the
+    rollout ends once its processes are gone, not while a child is still on its way out."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + limit
+    while loop.time() < until and _group_alive(pgid):
+        await asyncio.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A zombie does not count: a killed child
+    reparented to an init that never reaps (some containers' pid 1) stays one for good."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.write(data)
+        await process.stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.close()
+
+
+async def _read(stream: asyncio.StreamReader | None, add: Callable[[bytes], None]) -> None:
+    assert stream is not None
+    while chunk := await stream.read(65_536):
+        add(chunk)
+
+
+async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
+    """Each line to the rollout's log as it comes, and to the bounded tail; a flood is dropped, not kept."""
+    assert stream is not None
+    pending = b""
+    while chunk := await stream.read(65_536):
+        tail.add(chunk)
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            log_line(line)
+        if len(pending) > MAX_LINE_CHARS * 4:
+            log_line(pending)
+            pending = b""
+    if pending:
+        log_line(pending)
+
+
+def log_line(line: bytes) -> None:
+    text = line.decode("utf-8", "replace").rstrip("\r")
+    if text.strip():
+        stderr_logger.info("%s", bounded(text, MAX_LINE_CHARS))
+
+
+class _Head:
+    """The first ``limit`` bytes of a stream; the rest is read and dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self._limit - self._size
+        if room > 0:
+            self._chunks.append(chunk[:room])
+            self._size += min(room, len(chunk))
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+class _Tail:
+    """The last ``limit`` characters of a stream, decoded with replacement."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self._data += chunk
+        if len(self._data) > 4 * self._limit:
+            del self._data[: len(self._data) - 4 * self._limit]
+
+    def text(self) -> str:
+        return self._data.decode("utf-8", "replace")[-self._limit :]
