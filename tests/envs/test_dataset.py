@@ -162,3 +162,20 @@ def test_an_example_read_on_demand_is_checked_and_a_bad_one_named_by_its_place()
         stream.example_at(1)
     with pytest.raises(DatasetError, match=r"Env\.create_dataset\('eval'\)\[1\]: the payload needs a non-empty"):
         list(stream)
+
+
+def test_a_dataset_keeps_each_examples_env_whether_read_by_index_slice_or_iteration():
+    examples = [
+        Example("math/a", {"prompt_messages": [{"role": "user", "content": "1+1"}]}, env="math"),
+        {"prompt_messages": [{"role": "user", "content": "plain row"}]},
+        Example("code/b", {"prompt_messages": [{"role": "user", "content": "fix it"}]}, env="code"),
+    ]
+    dataset = Dataset(examples)
+    assert [example.env for example in dataset] == ["math", None, "code"]
+    assert dataset[2].env == "code" and dataset[0].env == "math"
+    assert [example.env for example in dataset[0:3]] == ["math", None, "code"]
+
+
+def test_a_dataset_of_one_env_keeps_no_env_list():
+    dataset = Dataset([{"prompt_messages": [{"role": "user", "content": str(n)}]} for n in range(3)])
+    assert [example.env for example in dataset] == [None, None, None]

@@ -92,19 +92,25 @@ class PackedExamples(Sequence[Example[Any]]):
     payload (~1 us). Any other payload is kept as the object it is.
     """
 
-    __slots__ = ("_ids", "_payloads")
+    __slots__ = ("_envs", "_ids", "_payloads")
 
     def __init__(self, examples: Iterable[Example[Any]] = ()) -> None:
         self._ids: list[str] = []
         self._payloads: list[bytes | _Kept] = []
+        self._envs: list[str | None] | None = None
+        """Each example's env, once one has an env (a mixture's); ``None`` while none has."""
         with collector_paused():
             for example in examples:
                 self.append(example)
 
     def append(self, example: Example[Any], *, plain: bool = False) -> None:
         """Add ``example``; ``plain``: its payload is known to be plain JSON (its id's check said so)."""
+        if example.env is not None and self._envs is None:
+            self._envs = [None] * len(self._ids)
         self._ids.append(example.id)
         self._payloads.append(_packed(example.payload, plain=plain))
+        if self._envs is not None:
+            self._envs.append(example.env)
 
     def add_row(self, row: dict[str, Any], *, index: int) -> None:
         """Add the payload ``row`` (item ``index`` of a dataset) under its content id. A plain
@@ -117,6 +123,8 @@ class PackedExamples(Sequence[Example[Any]]):
         packed = _packed(row, plain=plain)
         self._ids.append(example_id)
         self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
+        if self._envs is not None:
+            self._envs.append(None)
 
     @property
     def ids(self) -> Sequence[str]:
@@ -133,11 +141,16 @@ class PackedExamples(Sequence[Example[Any]]):
     def __getitem__(self, index: int | slice) -> Example[Any] | tuple[Example[Any], ...]:
         if isinstance(index, slice):
             return tuple(self[position] for position in range(*index.indices(len(self))))
-        return Example(self._ids[index], _unpacked(self._payloads[index]))
+        env = None if self._envs is None else self._envs[index]
+        return Example(self._ids[index], _unpacked(self._payloads[index]), env)
 
     def __iter__(self) -> Iterator[Example[Any]]:
-        for example_id, payload in zip(self._ids, self._payloads, strict=True):
-            yield Example(example_id, _unpacked(payload))
+        if self._envs is None:
+            for example_id, payload in zip(self._ids, self._payloads, strict=True):
+                yield Example(example_id, _unpacked(payload))
+            return
+        for example_id, payload, env in zip(self._ids, self._payloads, self._envs, strict=True):
+            yield Example(example_id, _unpacked(payload), env)
 
 
 class _Kept:
