@@ -134,9 +134,10 @@ class TelemetrySession:
         self.tracer = self.provider.get_tracer("benchmax", __version__)
 
     def close(self) -> None:
-        """Export what is queued (bounded by the export timeout, plus a second), then stop."""
+        """Export what is queued, then stop: one export timeout at most when the receiver is down
+        (after one failed export the others are skipped, see ``ReportingExporter``)."""
         try:
-            self.processor.shutdown(timeout_millis=int((self.target.timeout + 1.0) * 1000))
+            self.processor.shutdown()
         finally:
             for name in _OTEL_LOGGERS:
                 logging.getLogger(name).removeFilter(self._quiet)
