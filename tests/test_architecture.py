@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "sft": {"envs", "errors"},
     "bundle": {"envs", "errors"},
     "engine": {"envs", "client", "auth", "telemetry", "errors"},
+    "proxy": {"envs", "client", "auth", "errors"},
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
     "runner": {"envs", "loading", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
