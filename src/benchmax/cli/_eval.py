@@ -28,6 +28,7 @@ from benchmax.cli._options import (
     OptionalEnvArgument,
     RunOptions,
     SamplingOptions,
+    TelemetryOptions,
     with_option_groups,
 )
 from benchmax.cli._output import command_line, error_line
@@ -54,6 +55,7 @@ def eval_command(
     limits: LimitOptions = LimitOptions(),
     costs: CacheOptions = CacheOptions(),
     executor: ExecutorOptions = ExecutorOptions(),
+    telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Run ENV against a model; every rollout is stored as it finishes."""
     if costs.max_cost is not None and not costs.max_cost > 0:
@@ -70,6 +72,7 @@ def eval_command(
                 cache=chosen_cache if costs.cache is not None else config.cache,
                 prices=str(costs.prices) if costs.prices is not None else config.prices,
                 max_cost=costs.max_cost if costs.max_cost is not None else config.max_cost,
+                engine=replace(config.engine, telemetry=telemetry.settings()),
             )
         else:
             if env is None:
@@ -98,7 +101,7 @@ def eval_command(
                 run_dir=run.run_dir,
                 pass_threshold=run.pass_threshold,
                 max_failure_rate=run.max_failure_rate,
-                engine=limits.engine(),
+                engine=replace(limits.engine(), telemetry=telemetry.settings()),
                 executor=executor.executor,
                 ray_address=executor.ray_address,
                 workers=executor.workers,

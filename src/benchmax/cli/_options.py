@@ -19,6 +19,7 @@ from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
 from benchmax.engine import EngineConfig
 from benchmax.envs import SamplingParams
 from benchmax.runner import DEFAULT_MAX_FAILURE_RATE
+from benchmax.telemetry import TelemetryError, TelemetrySettings
 
 G = TypeVar("G")
 
@@ -316,6 +317,35 @@ class LimitOptions:
             max_tool_result_chars=self.max_tool_result_chars,
             max_outage=self.max_outage,
         )
+
+
+@option_group("Telemetry")
+@dataclass(frozen=True, slots=True)
+class TelemetryOptions:
+    """OpenTelemetry traces of the rollouts, sent to an OTLP/HTTP collector (docs/telemetry.md)."""
+
+    otel_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Send one trace per rollout over OTLP/HTTP to URL (http://HOST:4318; /v1/traces is added). "
+            "Default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT, else off.",
+            show_default=False,
+        ),
+    ] = None
+    otel_content: Annotated[
+        bool,
+        typer.Option(
+            "--otel-content/--no-otel-content",
+            help="Put prompts, completions and tool arguments/results on the spans (off: they may be private).",
+        ),
+    ] = False
+
+    def settings(self) -> TelemetrySettings:
+        try:
+            return TelemetrySettings(endpoint=self.otel_endpoint, content=self.otel_content)
+        except TelemetryError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--otel-endpoint") from None
 
 
 @option_group("Cache and cost")

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -47,6 +48,7 @@ from benchmax.client._replies import (
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason
+from benchmax.telemetry import end_model_call, fail_model_call, start_model_call
 
 logger = logging.getLogger("benchmax.client")
 
@@ -115,6 +117,7 @@ class HttpModelClient:
             )
         self.base_url = base_url
         self._url = f"{self.base_url}/chat/completions"
+        self._server = _server_of(self.base_url)
         auth = auth if credentials is None else credentials
         self.auth = auth
         self.timeout = timeout
@@ -191,7 +194,23 @@ class HttpModelClient:
         ``Unavailable`` instead (so a router can send the request to another replica)."""
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
-        return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
+        span = start_model_call(body, *self._server)
+        if span is None:
+            return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
+        try:
+            result = await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
+        except BaseException as exc:
+            fail_model_call(span, exc)
+            raise
+        end_model_call(
+            span,
+            response_model=result.response_model,
+            finish_reason=result.finish_reason,
+            input_tokens=result.usage.prompt_tokens,
+            output_tokens=result.usage.completion_tokens,
+            message=result.message,
+        )
+        return result
 
     async def request(
         self,
@@ -504,3 +523,15 @@ def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
     if isinstance(auth, StaticBearerAuth | BasicAuth):
         return {**_JSON, **auth.headers()}
     return None
+
+
+def _server_of(base_url: str) -> tuple[str | None, int | None]:
+    """``server.address`` and ``server.port`` of a base URL, for the spans of its calls."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None and parts.scheme in ("http", "https"):
+        port = 443 if parts.scheme == "https" else 80
+    return parts.hostname, port

@@ -220,6 +220,7 @@ def _parse_completion(raw: bytes) -> ChatResult:
             prompt_token_ids=prompt_ids,
             completion_token_ids=token_ids(choice.get("token_ids"), "choices[0].token_ids"),
             completion_logprobs=_logprobs(choice.get("logprobs")),
+            response_model=data["model"][:200] if isinstance(data.get("model"), str) else None,
         )
     except ValueError as exc:
         # A number out of range fails this reply here, never the store writer (SQLite keeps 64 bits).

@@ -38,6 +38,8 @@ class ChatResult:
     completion_logprobs: tuple[float, ...] | None = None
     policy_version: int | None = None
     """Which version of a trainer's policy generated the turn (training policies only)."""
+    response_model: str | None = None
+    """The model the server says answered (its reply's ``model``), for traces."""
 
 
 class ModelClient(Protocol):

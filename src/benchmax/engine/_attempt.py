@@ -36,6 +36,9 @@ class _Attempt:
     scoring_error: str | None = None
     ended_at: float = 0.0
     ran_standard: bool = False
+    span: Any = None
+    """The rollout's root span while it is traced and not yet settled (``benchmax.telemetry``)."""
+    trace_id: str | None = None
 
     def fail(self, reason: str, error: str) -> None:
         """An operational failure: this reason, no rewards."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from benchmax.client import DEFAULT_MAX_OUTAGE as _DEFAULT_MAX_OUTAGE
 from benchmax.client import ClientPool, RetryPolicy
+from benchmax.telemetry import TelemetrySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,9 @@ class EngineConfig:
     """Tool result text kept and sent back per call (longer is truncated, and marked)."""
     max_log_records: int = 1000
     log_level: int = logging.INFO
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """Where rollout traces go (``--otel-endpoint``, ``--otel-content``); the runner starts the
+    exporter. Not stored with a run: the endpoint is the user's, and may carry credentials."""
 
     def client_pool(self) -> ClientPool:
         """The model clients these limits ask for (an engine's own, or a run's shared by its engines)."""

@@ -57,6 +57,16 @@ from benchmax.envs import (
     implements,
     install_log_capture,
 )
+from benchmax.telemetry import (
+    end_rollout,
+    fail_span,
+    group_span,
+    leave_rollout,
+    span,
+    start_rollout,
+    trace_id,
+    traced_context,
+)
 
 logger = logging.getLogger("benchmax.engine")
 
@@ -160,7 +170,9 @@ class Engine:
         if current is not None and current.request.rollout_id == request.rollout_id and not current.ran_standard:
             await self._standard(current)
             return self._view(current)
-        return self._view(await self._attempt(request, self._standard))
+        attempt = await self._attempt(request, self._standard)
+        self._end_trace(attempt)
+        return self._view(attempt)
 
     async def aclose(self) -> None:
         await self.clients.aclose()
@@ -192,9 +204,14 @@ class Engine:
             started_at=time.time(),
             sink=LogSink(max_records=self.config.max_log_records),
         )
+        example = request.example
+        traced = start_rollout(request.rollout_id, example.id, request.split, request.model, example.env)
+        if traced is not None:
+            attempt.span = traced[0]
+            attempt.trace_id = trace_id(traced[0])
         attempt_token = _CURRENT_ATTEMPT.set(attempt)
         hold = _PausedDeadline() if self.config.rollout_timeout is not None else None
-        rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self)
+        rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self, trace=attempt.span)
         with enter_scope(rollout), capture_logs(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
@@ -215,14 +232,25 @@ class Engine:
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
+                    attempt.fail(TerminationReason.CANCELLED, "the rollout's task was cancelled")
+                    self._end_trace(attempt)
                     raise
                 attempt.fail(TerminationReason.CANCELLED, "the rollout's task was cancelled")
             except Exception as exc:
                 self._hook_failed(attempt, exc)
             finally:
                 _CURRENT_ATTEMPT.reset(attempt_token)
+                if traced is not None:
+                    leave_rollout(traced[1])
             attempt.ended_at = time.time()
         return attempt
+
+    @staticmethod
+    def _end_trace(attempt: _Attempt) -> None:
+        """Close the rollout's trace once it is settled (its reason and rewards are final)."""
+        if attempt.span is not None:
+            end_rollout(attempt.span, reason=str(attempt.reason), error=attempt.error, rewards=attempt.rewards)
+            attempt.span = None
 
     def _hook_failed(self, attempt: _Attempt, exc: BaseException) -> None:
         if self._own_rollout:
@@ -272,7 +300,8 @@ class Engine:
         attempt.ran_standard = True
         env = self.env
         assert isinstance(env, BaseEnv)
-        async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
+        context = env.rollout_context(attempt.request.rollout_id, attempt.request.example)
+        async with context if attempt.span is None else traced_context(context):
             await self._chat_loop(attempt)
             if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable) and self._has_reward:
                 await self._score(attempt)
@@ -282,7 +311,8 @@ class Engine:
         attempt.ran_standard = True
         env = self.env
         assert isinstance(env, BaseEnv)
-        async with env.rollout_context(attempt.request.rollout_id, attempt.request.example):
+        context = env.rollout_context(attempt.request.rollout_id, attempt.request.example)
+        async with context if attempt.span is None else traced_context(context):
             attempt.messages[:] = [dict(message) for message in stored.messages]
             attempt.turns[:] = stored.turns
             attempt.reason = stored.termination_reason
@@ -407,6 +437,13 @@ class Engine:
     async def _score(self, attempt: _Attempt) -> None:
         assert isinstance(self.env, BaseEnv)
         attempt.sink.phase = "reward"
+        with span("compute_reward") as active:
+            await self._score_with(attempt)
+            if attempt.scoring_error is not None:
+                fail_span(active, str(attempt.reason), attempt.scoring_error)
+
+    async def _score_with(self, attempt: _Attempt) -> None:
+        assert isinstance(self.env, BaseEnv)
         try:
             raw = await self.env.compute_reward(self._view(attempt))
             attempt.rewards = check_rewards(raw, hook="compute_reward") if raw is not None else None
@@ -427,9 +464,14 @@ class Engine:
         if not scorable:
             return ()
         sink = LogSink(max_records=self.config.max_log_records, phase="group_reward")
+        traced = group_span([attempt.span for attempt in scorable]) if self._has_group_reward else None
         with capture_logs(sink):
             try:
-                merged = await self._group_rewards(scorable)
+                if traced is None:
+                    merged = await self._group_rewards(scorable)
+                else:
+                    with traced:
+                        merged = await self._group_rewards(scorable)
             except RolloutFailure as exc:
                 logger.error("compute_group_rewards failed: %s (%s)", exc.message, exc.termination_reason)
                 for attempt in scorable:
@@ -478,6 +520,7 @@ class Engine:
 
     def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
         request = attempt.request
+        self._end_trace(attempt)
         scored = goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
         return RolloutOutcome(
             rewards=dict(attempt.rewards or {}) if scored else {},
@@ -493,6 +536,7 @@ class Engine:
             ended_at=attempt.ended_at,
             sampling=request.sampling,
             scoring_error=attempt.scoring_error,
+            trace_id=attempt.trace_id,
         )
 
 

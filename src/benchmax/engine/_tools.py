@@ -36,6 +36,7 @@ from benchmax.envs import (
     is_content_part,
     tool_message,
 )
+from benchmax.telemetry import tool_result, tool_span
 
 logger = logging.getLogger("benchmax.tools")
 
@@ -231,11 +232,13 @@ async def run_tool_calls(
     outcomes: list[_Result | ToolStop] = []
     if len(calls) > 1 and getattr(env, "concurrent_tool_calls", False):
         outcomes = list(
-            await asyncio.gather(*(_run_one(env, rollout_id, call, known, timeout, max_chars, check) for call in calls))
+            await asyncio.gather(
+                *(_traced_one(env, rollout_id, call, known, timeout, max_chars, check) for call in calls)
+            )
         )
     else:
         for call in calls:
-            outcome = await _run_one(env, rollout_id, call, known, timeout, max_chars, check)
+            outcome = await _traced_one(env, rollout_id, call, known, timeout, max_chars, check)
             outcomes.append(outcome)
             if isinstance(outcome, ToolStop):
                 break
@@ -337,6 +340,26 @@ def _schema_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
     where = "/".join(str(part) for part in error.absolute_path) or "(root)"
     name = tool["function"]["name"]
     return f"error: arguments do not match the schema of {name!r} at {where}: {error.message}"
+
+
+async def _traced_one(
+    env: BaseEnv,
+    rollout_id: str,
+    call: ToolCall,
+    known: Mapping[str, Tool],
+    timeout: float | None,
+    max_chars: int,
+    check_arguments: bool,
+) -> _Result | ToolStop:
+    """``_run_one`` as an ``execute_tool`` span of the rollout's trace (a no-op while tracing is off)."""
+    with tool_span(call.id, call.name, call.arguments) as active:
+        outcome = await _run_one(env, rollout_id, call, known, timeout, max_chars, check_arguments)
+        if active is not None:
+            if isinstance(outcome, ToolStop):
+                tool_result(active, outcome.error, failed=outcome.error)
+            else:
+                tool_result(active, outcome.content, failed=str(outcome.content)[:500] if outcome.error else None)
+    return outcome
 
 
 async def _run_one(

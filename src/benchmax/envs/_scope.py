@@ -51,6 +51,10 @@ class RolloutScope:
     """The engine running the rollout: an env's ``run_rollout`` override that calls
     ``super().run_rollout`` runs the standard loop on it (its pool, limits and logs).
     Typed loosely because the contract may not import the engine."""
+    trace: Any = None
+    """The rollout's trace (``benchmax.telemetry``'s root span) while tracing is on: a model
+    call made for the rollout from another task (the recording proxy) joins it. Opaque here:
+    the contract does not depend on OpenTelemetry."""
 
 
 _EMPTY = RolloutScope()

@@ -174,6 +174,8 @@ class RolloutOutcome:
     ended_at: float = 0.0
     sampling: SamplingParams | None = None
     scoring_error: str | None = None
+    trace_id: str | None = None
+    """The rollout's OpenTelemetry trace id (32 hex digits) when it was traced (``benchmax.telemetry``)."""
 
     def __post_init__(self) -> None:
         check_termination_reason(self.termination_reason)

@@ -130,6 +130,7 @@ class RunConfig:
         data["run_dir"] = str(self.run_dir) if self.run_dir is not None else None
         data["sampling"]["stop"] = list(self.sampling.stop) if self.sampling.stop else None
         data["engine"]["retry"] = asdict(self.engine.retry)
+        del data["engine"]["telemetry"]  # where traces go is this session's choice (and URL), not the run's
         data["cache"] = self.cache.to_meta() if self.cache is not None else None
         return data
 

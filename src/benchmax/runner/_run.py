@@ -36,6 +36,7 @@ from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
 from benchmax.store import Run, RunMeta, RunStats, StoreError
+from benchmax.telemetry import start_telemetry, stop_telemetry
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -127,6 +128,7 @@ async def arun(
     spec = EnvSpec(config.env, config.env_kwargs)
     prices = PriceTable.load(config.prices)  # a broken price file fails before anything is loaded
     executor: GroupExecutor | None = None
+    telemetry = start_telemetry(config.engine.telemetry)
     try:
         if env is None:
             env = spec.load()
@@ -213,6 +215,7 @@ async def arun(
                 await env.aclose()
             except Exception:
                 logger.exception("%s.aclose() failed", type(env).__name__)
+        await asyncio.to_thread(stop_telemetry, telemetry)  # queued spans go out, bounded by the export timeout
     with Run(run_dir) as run:
         stats = run.stats()
         cost = run.run_meta.cost

@@ -50,7 +50,7 @@ _GROUP_COLUMNS = (
 _READ_VIEWS = [
     "CREATE TEMP VIEW rollouts AS SELECT seq, rollout_id, group_id, example_id, sample_index, step, batch, split,"
     f" termination_reason, error, {_SCORED} AS scored, reward, prompt_tokens, completion_tokens, num_turns,"
-    " num_tool_calls, started_at, ended_at, seconds, final_text FROM main.rollouts",
+    " num_tool_calls, started_at, ended_at, seconds, final_text, NULL AS trace_id FROM main.rollouts",
     "CREATE TEMP VIEW transcripts AS SELECT seq, messages, turns, sampling FROM main.rollouts",
     "CREATE TEMP VIEW rewards AS SELECT r.seq AS seq, w.component AS component, w.value AS value,"
     " w.filled AS filled FROM main.rewards AS w JOIN main.rollouts AS r ON r.rollout_id = w.rollout_id",
@@ -108,7 +108,7 @@ def upgrade_v1(conn: sqlite3.Connection) -> None:
             "INSERT INTO rollouts SELECT o.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step,"
             f" r.batch, r.split, r.termination_reason, r.error, (r.scored OR r.termination_reason IN {SCORABLE_SQL}),"
             " r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-            " r.ended_at, r.seconds, r.final_text FROM v1_rollouts AS r JOIN v1_order AS o"
+            " r.ended_at, r.seconds, r.final_text, NULL FROM v1_rollouts AS r JOIN v1_order AS o"
             " ON o.rollout_id = r.rollout_id ORDER BY o.seq"
         )
         _copy_transcripts(conn)
@@ -202,6 +202,9 @@ def connect_reader(db: Path, *, mapped: bool = True) -> tuple[sqlite3.Connection
         found = _schema.check_readable(conn, db)
         if found == 1:
             present_v1(conn)
+        elif found and not _schema.has_trace_ids(conn):
+            # written before rollouts were traced: read with the column, NULL (a view; the file is not touched)
+            conn.execute("CREATE TEMP VIEW rollouts AS SELECT *, NULL AS trace_id FROM main.rollouts")
         conn.create_function("bmx_json", 1, _json_text, deterministic=True)
     except BaseException:
         conn.close()

@@ -381,6 +381,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
                 "turns": fragment(turn_text),
                 "sampling": shared,
                 "logs": no_logs if log_text is None else fragment(log_text),
+                "trace_id": row[23],
             }
             try:
                 lines.append(dumps(line))
@@ -426,6 +427,7 @@ def _schema(components: Sequence[str]) -> Any:
             ("turns", pa.string()),
             ("sampling", pa.string()),
             ("logs", pa.string()),
+            ("trace_id", pa.string()),
         ]
     )
 
@@ -451,7 +453,7 @@ def _arrow_batches(
         (
             seqs, rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
             totals, prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, ended_at, seconds,
-            final_texts, messages, turns, sampling, scored,
+            final_texts, messages, turns, sampling, scored, trace_ids,
         ) = zip(*rows, strict=True)  # fmt: skip
         per_row = [rewards.get(seq, _NO_REWARDS) for seq in seqs]
         for blob in set(sampling) - samplings.keys():
@@ -467,6 +469,7 @@ def _arrow_batches(
             prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, ended_at, seconds, final_texts,
             texts(messages), texts(turns), [samplings[blob] for blob in sampling],
             [logs.get(rollout_id, _EMPTY_LIST) for rollout_id in rollout_ids],
+            trace_ids,
         ]  # fmt: skip
         arrays = [pa.array(values, kind) for values, kind in zip(columns, types, strict=True)]
         batches.append(pa.record_batch(arrays, schema=schema))

@@ -56,6 +56,8 @@ class RolloutRecord:
     turns: tuple[TurnRecord, ...]
     sampling: dict[str, Any] | None
     scored: bool
+    trace_id: str | None = None
+    """The rollout's OpenTelemetry trace id when it was traced (``--otel-endpoint``; docs/telemetry.md)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -79,7 +81,7 @@ class GroupRecord:
 ROLLOUT_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
     " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored"
+    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored, r.trace_id"
 )
 _CHUNK = 512
 
@@ -309,6 +311,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         turns,
         sampling,
         scored,
+        trace,
     ) = row
     return RolloutRecord(
         rollout_id=rollout_id,
@@ -336,4 +339,5 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         turns=decode_turns(turns),
         sampling=_codec.decode(sampling) if sampling else None,
         scored=bool(scored),
+        trace_id=trace,
     )

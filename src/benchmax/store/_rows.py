@@ -84,6 +84,7 @@ class _Rows:
                     outcome.ended_at,
                     outcome.seconds,
                     final_text,
+                    outcome.trace_id,
                 )
             )
             self.transcripts.append(
@@ -182,7 +183,7 @@ def insert_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
     )
     try:
         conn.executemany(
-            "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows.rollouts,
         )
     except sqlite3.IntegrityError as exc:

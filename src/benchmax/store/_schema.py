@@ -123,7 +123,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     started_at REAL NOT NULL,
     ended_at REAL NOT NULL,
     seconds REAL NOT NULL,
-    final_text TEXT NOT NULL
+    final_text TEXT NOT NULL,
+    trace_id TEXT
 );
 CREATE TABLE IF NOT EXISTS transcripts (
     seq INTEGER PRIMARY KEY,
@@ -267,6 +268,8 @@ def create(conn: sqlite3.Connection) -> None:
 
     Also rebuilds the rollout indexes a bulk copy dropped and never restored (it was killed)."""
     conn.executescript(SCHEMA)
+    if not has_trace_ids(conn):  # a file written before rollouts were traced: the column is added, NULL for them
+        conn.execute("ALTER TABLE rollouts ADD COLUMN trace_id TEXT")
     ensure_rollout_indexes(conn)
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
@@ -290,6 +293,12 @@ def ensure_rollout_indexes(conn: sqlite3.Connection) -> None:
     for name, statement in _ROLLOUT_INDEXES.items():
         if not (name == "rollouts_by_id" and constrained):
             conn.execute(statement)
+
+
+def has_trace_ids(conn: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether the file's ``rollouts`` table has the ``trace_id`` column (files before it do not)."""
+    found = conn.execute(f"SELECT 1 FROM pragma_table_info('rollouts', '{schema}') WHERE name = 'trace_id'")
+    return found.fetchone() is not None
 
 
 def _unique_by_constraint(conn: sqlite3.Connection) -> bool:
