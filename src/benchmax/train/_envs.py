@@ -168,32 +168,31 @@ class EnvEval:
 
 
 def eval_envs(
-    rollouts: Iterable[tuple[str, bool, float | None, Mapping[str, float]]],
-    env_of: Mapping[str, str | None],
-    threshold: float,
+    outcomes: Iterable[RolloutOutcome], env_of: Mapping[str, str | None], threshold: float
 ) -> tuple[EnvEval, ...]:
-    """Each env's eval figures from ``(example_id, scored, reward, raw rewards)`` rows.
+    """Each env's eval figures from its rollouts (``env_of``: example id -> ``Example.env``).
 
-    A rollout passes when its reward reaches ``threshold`` (the summary's rule);
-    components are zero-filled among the env's own rollouts only."""
-    by_env: dict[str, list[tuple[bool, float | None, Mapping[str, float]]]] = {}
-    for example_id, scored, reward, raw in rollouts:
-        env = env_of.get(example_id)
+    Components are zero-filled among the env's own rollouts only; a rollout passes
+    when the sum of its components reaches ``threshold`` (the summary's rule)."""
+    by_env: dict[str, list[RolloutOutcome]] = {}
+    for outcome in outcomes:
+        env = env_of.get(outcome.example_id)
         if env is not None:
-            by_env.setdefault(env, []).append((scored, reward, raw))
+            by_env.setdefault(env, []).append(outcome)
     figures = []
     for env in sorted(by_env):
         rows = by_env[env]
-        fill = zero_fill([raw for scored, _, raw in rows if scored])
+        fill = zero_fill([outcome.rewards for outcome in rows])
+        scored = [reward for outcome, reward in zip(rows, fill.rewards, strict=True) if outcome.scored]
         figures.append(
             EnvEval(
                 env,
                 rollouts=len(rows),
-                scored=sum(scored for scored, _, _ in rows),
-                passed=sum(reward is not None and reward >= threshold for _, reward, _ in rows),
-                means={
-                    name: sum(reward[name] for reward in fill.rewards) / len(fill.rewards) for name in fill.components
-                },
+                scored=len(scored),
+                passed=sum(bool(reward) and sum(reward.values()) >= threshold for reward in fill.rewards),
+                means={name: sum(reward.get(name, 0.0) for reward in scored) / len(scored) for name in fill.components}
+                if scored
+                else {},
             )
         )
     return tuple(figures)

@@ -9,17 +9,17 @@ evaluation render prompts, parse tool calls and sample exactly alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmax.aio import LoopThread
 from benchmax.client import ClientPool
-from benchmax.envs import BaseEnv, DatasetSplit, SamplingParams
+from benchmax.engine import GroupResult
+from benchmax.envs import BaseEnv, DatasetSplit, RolloutOutcome, SamplingParams
 from benchmax.loading import open_examples
 from benchmax.runner import RunConfig, RunResult, arun
-from benchmax.store import Run
 from benchmax.train._envs import EnvEval, eval_envs
 from benchmax.train._policy import InProcessPolicy
 
@@ -40,20 +40,18 @@ class EvalSummary:
     envs: tuple[EnvEval, ...] = field(default=())
 
     @classmethod
-    def of(cls, result: RunResult, env_of: Mapping[str, str | None] | None = None) -> EvalSummary:
-        """The summary of ``result``; with ``env_of`` (example id -> ``Example.env``) its per-env figures too."""
+    def of(
+        cls,
+        result: RunResult,
+        env_of: Mapping[str, str | None] | None = None,
+        outcomes: Iterable[RolloutOutcome] = (),
+    ) -> EvalSummary:
+        """The summary of ``result``; with ``env_of`` (example id -> ``Example.env``) and the
+        run's ``outcomes``, its per-env figures too."""
         stats = result.stats
         envs: tuple[EnvEval, ...] = ()
         if env_of and any(env is not None for env in env_of.values()):
-            with Run(result.run_dir) as stored:
-                envs = eval_envs(
-                    (
-                        (record.example_id, record.scored, record.reward, record.raw_rewards)
-                        for record in stored.rollouts()
-                    ),
-                    env_of,
-                    stats.pass_threshold,
-                )
+            envs = eval_envs(outcomes, env_of, stats.pass_threshold)
         return cls(
             result.run_dir,
             stats.rollouts,
@@ -118,7 +116,8 @@ def eval_policy(
     own_loop = loop is None
     runner = loop or LoopThread(name="benchmax-train-loop")
     try:
-        result = runner.run(arun(config, env=instance, clients=clients))
+        seen = _Outcomes()
+        result = runner.run(arun(config, env=instance, clients=clients, observer=seen))
         env_of = None
         if instance is not None:
             # which env each example belongs to, in a mixture (the store keys rollouts by example id)
@@ -129,4 +128,18 @@ def eval_policy(
         if own_loop:
             runner.close()
         policy.close()
-    return EvalSummary.of(result, env_of)
+    return EvalSummary.of(result, env_of, seen.outcomes)
+
+
+class _Outcomes:
+    """A run observer that keeps every rollout of the eval (a mixture's per-env figures read them)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[RolloutOutcome] = []
+
+    def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
+        pass
+
+    def on_group(self, result: GroupResult) -> None:
+        # the figures need rewards and status only: transcripts are not held for the whole eval
+        self.outcomes.extend(replace(outcome, messages=[], turns=(), logs=()) for outcome in result.outcomes)
