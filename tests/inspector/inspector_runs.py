@@ -249,12 +249,18 @@ def make_vision_run(root: Path) -> Path:
     return root / "vision"
 
 
-def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2) -> None:
+MIXTURE_ENVS = ("examples/math", "code<b>x</b>")
+"""The envs of :func:`write_training_run`'s mixture: a name with a slash, one with markup."""
+
+
+def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2, mixture: bool = False) -> None:
     """A training run as ``benchmax train`` stores it: each step's groups (``step{N}/train/...``)
-    and each step's metrics in the ``steps`` table."""
+    and each step's metrics in the ``steps`` table; with ``mixture``, each step's per-env
+    records (:class:`benchmax.train.EnvStep`) under ``"envs"`` as the trainer writes them."""
     from benchmax.envs import RolloutOutcome, TurnRecord, Usage
     from benchmax.runner import RunSession
     from benchmax.store import GroupWrite
+    from benchmax.train import EnvStep
 
     session = RunSession.create(run_dir, kind="train", meta={"model": "m", "env_class": "Env"})
     now = time.time()
@@ -304,6 +310,19 @@ def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2) ->
                 "policy/staleness_max": 1.0 if step else 0.0,
                 "step_time": 2.5,
                 "mismatched_rollouts": [{"rollout_id": f"{group_id}#1", "detail": "turn 1"}] if step == 2 else [],
+                **(
+                    {
+                        "envs": {
+                            figures.env: figures.to_json()
+                            for figures in (
+                                EnvStep(MIXTURE_ENVS[0], 0.25 * step, {"exact": 0.25 * step}, 2, 2, 1, 0),
+                                EnvStep(MIXTURE_ENVS[1], 0.75, {"tests_passed": 0.75}, 4, 4, 2, 1 + step % 2),
+                            )
+                        }
+                    }
+                    if mixture
+                    else {}
+                ),
             },
         )
     session.close_batches()

@@ -6,10 +6,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from inspector_runs import API_KEY, XSS, write_training_run
+from inspector_runs import API_KEY, MIXTURE_ENVS, XSS, write_training_run
 from starlette.testclient import TestClient
 
 from benchmax.inspector import create_app
+from benchmax.train import EnvStep
 
 
 @pytest.fixture
@@ -186,6 +187,25 @@ def test_a_training_run_serves_its_steps_and_each_steps_rollouts(tmp_path: Path)
     rows = _rows(client, "train", step=1)["rows"]
     assert len(rows) == 2 and {row["group_id"] for row in rows} == {"step1/train/ex1"}
     assert client.get("/api/runs/train/rollouts", params={"step": "one"}).status_code == 400
+
+
+def test_a_mixture_training_run_serves_each_envs_step_figures(tmp_path: Path) -> None:
+    write_training_run(tmp_path / "train", mixture=True)
+    client = TestClient(create_app(tmp_path), base_url="http://127.0.0.1", client=("127.0.0.1", 40000))
+    steps = client.get("/api/runs/train/steps").json()["steps"]
+    assert [sorted(row["metrics"]["envs"]) for row in steps] == [sorted(MIXTURE_ENVS)] * 3
+    math, code = (steps[2]["metrics"]["envs"][name] for name in MIXTURE_ENVS)
+    assert math == {
+        "reward": 0.5,
+        "components": {"exact": 0.5},
+        "rollouts": 2,
+        "scored": 2,
+        "groups_drawn": 1,
+        "groups_dead": 0,
+    }
+    assert (code["groups_dead"], code["groups_drawn"], code["components"]) == (1, 2, {"tests_passed": 0.75})
+    expected = EnvStep(MIXTURE_ENVS[1], 0.75, {"tests_passed": 0.75}, 4, 4, 2, 1)
+    assert EnvStep.from_json(MIXTURE_ENVS[1], code) == expected
 
 
 def test_an_eval_run_has_no_steps(client: TestClient) -> None:

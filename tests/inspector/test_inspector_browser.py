@@ -20,7 +20,7 @@ import httpx
 import playwright.sync_api as playwright_api
 import pytest
 import uvicorn
-from inspector_runs import write_synthetic_groups, write_training_run
+from inspector_runs import MIXTURE_ENVS, write_synthetic_groups, write_training_run
 
 from benchmax.inspector import create_app
 from benchmax.inspector.server import bind
@@ -300,6 +300,32 @@ def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page
         rows.nth(1).locator("a").first.click()
         expect(page.locator("table.grid tbody tr")).to_have_count(2)
         assert all("step1/" in text for text in page.locator("a.id").all_text_contents())
+        assert not page.errors
+    finally:
+        served.stop()
+
+
+def test_a_mixture_training_run_shows_each_envs_reward_curve_and_dead_groups(page: object, tmp_path: Path) -> None:
+    write_training_run(tmp_path / "train", mixture=True)
+    served = _Server(tmp_path)
+    try:
+        _open(page, f"{served.base}/runs/train", "run")
+        rows = page.locator("table.grid tbody tr")
+        expect(rows).to_have_count(3)
+        math, code = MIXTURE_ENVS
+        for env in MIXTURE_ENVS:
+            for title in (f"reward · {env}", f"dead groups · {env}"):
+                chart = page.locator("figure.chart", has=page.get_by_text(title, exact=True))
+                expect(chart).to_have_count(1)
+                expect(chart.locator("circle")).to_have_count(3)  # one point per step
+        headers = page.locator("table.grid thead th").all_text_contents()
+        assert {f"{math} reward", f"{math} dead", f"{code} reward", f"{code} dead"} <= set(headers)
+        cells = rows.nth(1).locator("td").all_text_contents()
+        column = {name: index for index, name in enumerate(headers)}
+        assert cells[column[f"{math} reward"]] == "0.25"
+        assert cells[column[f"{math} dead"]] == "0 / 1"
+        assert cells[column[f"{code} dead"]] == "2 / 2"  # step 1: both of its groups had no signal
+        assert page.locator("table.grid b, figure.chart b").count() == 0  # an env name is text, never markup
         assert not page.errors
     finally:
         served.stop()

@@ -151,7 +151,7 @@ def train_command(
             param_hint="--cache",
         )
     try:
-        from benchmax.train import TrainConfig, train
+        from benchmax.train import TrainConfig, eval_table, train
     except ImportError as exc:
         raise typer.BadParameter(
             f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
@@ -236,6 +236,8 @@ def train_command(
             start, end = before.means.get(name), after.means.get(name)
             change = f" ({end - start:+.3f})" if start is not None and end is not None else ""
             typer.echo(f"  {name}: {_mean(start)} -> {_mean(end)}{change}")
+        for line in eval_table(before, after, steps=result.steps):
+            typer.echo(line)
         typer.echo(f"  runs: {before.run_dir}, {after.run_dir}")
     else:
         for label, summary in (("eval before", before), ("eval after", after)):

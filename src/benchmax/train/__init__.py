@@ -16,10 +16,13 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "EnvEval": "benchmax.train._envs",
+    "EnvStep": "benchmax.train._envs",
     "EvalSummary": "benchmax.train._eval",
     "POLICY_URL": "benchmax.train._eval",
     "StepReport": "benchmax.train._report",
     "eval_policy": "benchmax.train._eval",
+    "eval_table": "benchmax.train._report",
     "load_policy_model": "benchmax.train._model",
     "TrainConfig": "benchmax.train._config",
     "TrainError": "benchmax.train._config",
@@ -32,6 +35,8 @@ _EXPORTS = {
 
 __all__ = [
     "POLICY_URL",
+    "EnvEval",
+    "EnvStep",
     "EvalSummary",
     "StepReport",
     "TrainConfig",
@@ -40,6 +45,7 @@ __all__ = [
     "TrainingSession",
     "build",
     "eval_policy",
+    "eval_table",
     "load_policy_model",
     "run",
     "train",

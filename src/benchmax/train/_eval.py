@@ -9,15 +9,18 @@ evaluation render prompts, parse tool calls and sample exactly alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmax.aio import LoopThread
 from benchmax.client import ClientPool
-from benchmax.envs import BaseEnv, DatasetSplit, SamplingParams
+from benchmax.engine import GroupResult
+from benchmax.envs import BaseEnv, DatasetSplit, RolloutOutcome, SamplingParams
+from benchmax.loading import open_examples
 from benchmax.runner import RunConfig, RunResult, arun
+from benchmax.train._envs import EnvEval, eval_envs
 from benchmax.train._policy import InProcessPolicy
 
 POLICY_URL = "inprocess://policy"
@@ -26,22 +29,43 @@ POLICY_URL = "inprocess://policy"
 
 @dataclass(frozen=True, slots=True)
 class EvalSummary:
-    """One eval run of a policy: where it is stored and its mean per component."""
+    """One eval run of a policy: where it is stored and its mean per component.
+
+    ``envs`` holds, in a mixture, each env's pass rate and components (``()`` for one env)."""
 
     run_dir: Path
     rollouts: int
     means: Mapping[str, float]
     reasons: Mapping[str, int]
+    envs: tuple[EnvEval, ...] = field(default=())
 
     @classmethod
-    def of(cls, result: RunResult) -> EvalSummary:
+    def of(
+        cls,
+        result: RunResult,
+        env_of: Mapping[str, str | None] | None = None,
+        outcomes: Iterable[RolloutOutcome] = (),
+    ) -> EvalSummary:
+        """The summary of ``result``; with ``env_of`` (example id -> ``Example.env``) and the
+        run's ``outcomes``, its per-env figures too."""
         stats = result.stats
+        envs: tuple[EnvEval, ...] = ()
+        if env_of and any(env is not None for env in env_of.values()):
+            envs = eval_envs(outcomes, env_of, stats.pass_threshold)
         return cls(
             result.run_dir,
             stats.rollouts,
             {name: component.mean for name, component in sorted(stats.components.items())},
             dict(stats.reasons),
+            envs,
         )
+
+    def to_json(self) -> dict[str, object]:
+        """What the training run's meta keeps of this eval (``envs`` only in a mixture)."""
+        stored: dict[str, object] = {"means": dict(self.means), "rollouts": self.rollouts}
+        if self.envs:
+            stored["envs"] = {figures.env: figures.to_json() for figures in self.envs}
+        return stored
 
     def line(self) -> str:
         parts = ", ".join(f"{name} {mean:.3f}" for name, mean in self.means.items()) or "no rewards"
@@ -92,9 +116,30 @@ def eval_policy(
     own_loop = loop is None
     runner = loop or LoopThread(name="benchmax-train-loop")
     try:
-        result = runner.run(arun(config, env=instance, clients=clients))
+        seen = _Outcomes()
+        result = runner.run(arun(config, env=instance, clients=clients, observer=seen))
+        env_of = None
+        if instance is not None:
+            # which env each example belongs to, in a mixture (the store keys rollouts by example id)
+            places = [Path(data_dir)] if data_dir is not None else [Path.cwd()]
+            stream = runner.run(open_examples(instance, split, places, max_examples=max_examples))
+            env_of = {example.id: example.env for example in stream}
     finally:
         if own_loop:
             runner.close()
         policy.close()
-    return EvalSummary.of(result)
+    return EvalSummary.of(result, env_of, seen.outcomes)
+
+
+class _Outcomes:
+    """A run observer that keeps every rollout of the eval (a mixture's per-env figures read them)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[RolloutOutcome] = []
+
+    def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
+        pass
+
+    def on_group(self, result: GroupResult) -> None:
+        # the figures need rewards and status only: transcripts are not held for the whole eval
+        self.outcomes.extend(replace(outcome, messages=[], turns=(), logs=()) for outcome in result.outcomes)

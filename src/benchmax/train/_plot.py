@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmax.train._envs import envs_from_logs
+
 
 def reward_curve(history: Sequence[Mapping[str, Any]], path: Path, *, title: str = "") -> Path | None:
     """Plot mean reward per step (and each component's mean) from TRL's log history.
@@ -35,6 +37,14 @@ def reward_curve(history: Sequence[Mapping[str, Any]], path: Path, *, title: str
             label=key.removeprefix("rewards/").removesuffix("/mean"),
             linewidth=1,
             alpha=0.7,
+        )
+    for env, values in _env_series(points, "reward").items():
+        axes.plot(
+            [step for step, _ in values],
+            [value for _, value in values],
+            label=f"{env} (env reward)",
+            linewidth=1.5,
+            linestyle="--",
         )
     axes.set_xlabel("training step")
     axes.set_ylabel("mean reward")
@@ -122,3 +132,49 @@ def _component_key(key: str) -> bool:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
+
+
+def env_curves(history: Sequence[Mapping[str, Any]], directory: Path, *, title: str = "") -> list[Path]:
+    """In a mixture, ``envs.png``: each env's reward per step and its dead groups per step.
+
+    Returns the file written; nothing for a run of one env (no per-env figures logged).
+    """
+    points = [(entry["step"], entry) for entry in history if "reward" in entry and "step" in entry]
+    rewards = _env_series(points, "reward")
+    if not rewards:
+        return []
+    dead = _env_series(points, "groups_dead")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, (top, bottom) = pyplot.subplots(2, 1, figsize=(7, 5.5), dpi=100, sharex=True)
+    for env, values in rewards.items():
+        top.plot([step for step, _ in values], [value for _, value in values], label=env, marker=".")
+    for env, values in dead.items():
+        bottom.plot([step for step, _ in values], [value for _, value in values], label=env, marker=".")
+    top.set_ylabel("mean reward")
+    top.set_title(f"reward per env · {title}" if title else "reward per env", fontsize=9)
+    bottom.set_ylabel("dead groups")
+    bottom.set_xlabel("training step")
+    for axes in (top, bottom):
+        axes.grid(alpha=0.3)
+        axes.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "envs.png"
+    figure.savefig(path)
+    pyplot.close(figure)
+    return [path]
+
+
+def _env_series(points: Sequence[tuple[Any, Mapping[str, Any]]], figure: str) -> dict[str, list[tuple[Any, float]]]:
+    """``{env: [(step, value)]}`` of one per-env figure (``reward``, ``groups_dead``) over the steps."""
+    series: dict[str, list[tuple[Any, float]]] = {}
+    for step, entry in points:
+        for env in envs_from_logs(entry):
+            value = getattr(env, figure)
+            if value is not None:
+                series.setdefault(env.env, []).append((step, float(value)))
+    return dict(sorted(series.items()))

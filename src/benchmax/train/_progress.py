@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from benchmax.train._envs import envs_from_logs, without_env_keys
 from benchmax.train._plot import reward_curve
 from benchmax.train._report import step_report
 
@@ -70,7 +71,9 @@ class _StepCallback(_callback_base()):  # type: ignore[misc]
     The run store's ``steps`` row holds every figure TRL and the bridge logged
     for the step (rewards per component, dead groups, IS ratio, KL, staleness,
     timings) plus the rollouts the token check flagged, under the step number
-    the step's rollouts carry.
+    the step's rollouts carry. In a mixture it holds each env's figures as
+    records under ``"envs"`` (``{name: EnvStep.to_json()}``) instead of TRL's
+    flat ``env/<name>/...`` keys.
     """
 
     def __init__(self, session: TrainingSession) -> None:
@@ -84,8 +87,11 @@ class _StepCallback(_callback_base()):  # type: ignore[misc]
         batch = self.session.bridge.history.pop(step, None)
         for old in [key for key in self.session.bridge.history if key < step]:
             del self.session.bridge.history[old]
-        metrics: dict[str, Any] = {key: value for key, value in logs.items() if _plain_number(value)}
+        metrics: dict[str, Any] = {key: value for key, value in without_env_keys(logs).items() if _plain_number(value)}
         metrics["trainer_step"] = trained
+        envs = batch.envs if batch is not None else envs_from_logs(logs)
+        if envs:
+            metrics["envs"] = {figures.env: figures.to_json() for figures in envs}
         if batch is not None:
             metrics["mismatched_rollouts"] = [
                 {"rollout_id": check.rollout_id, "detail": check.detail}
@@ -97,7 +103,9 @@ class _StepCallback(_callback_base()):  # type: ignore[misc]
                 self.session.run_session.record_step(step, metrics)
             except Exception:
                 logger.exception("recording step %d in the run store failed", step)
-        report = step_report(trained, int(args.max_steps or 0) or None, logs, self.session.components)
+        report = step_report(
+            trained, int(args.max_steps or 0) or None, logs, self.session.components, envs=self.session.envs
+        )
         if self.session.reporter is not None:
             self.session.reporter(report)
         else:

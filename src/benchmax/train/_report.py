@@ -10,7 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from benchmax.train._envs import EnvEval, EnvStep, envs_from_logs
+
+if TYPE_CHECKING:
+    from benchmax.train._eval import EvalSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +26,8 @@ class StepReport:
     dead groups included: how the policy does), ``None`` for a component the
     step has no value of (its column stays, so the rows stay aligned under one
     header); ``reward`` is the weighted mean of the rollouts trained on (TRL's
-    ``reward``).
+    ``reward``). In a mixture ``envs`` holds each env's figures and ``env_names``
+    every env of the run, so a step that drew no group of one env keeps its column.
     """
 
     step: int
@@ -38,6 +44,8 @@ class StepReport:
     staleness: float | None = None
     mismatches: int = 0
     seconds: float | None = None
+    envs: tuple[EnvStep, ...] = ()
+    env_names: tuple[str, ...] = ()
 
     def cells(self) -> dict[str, str]:
         """Column name -> text, in display order."""
@@ -46,6 +54,12 @@ class StepReport:
         for name, value in self.components.items():
             cells[name] = _number(value)
         cells["dead"] = f"{self.dead}/{self.drawn}" if self.dead is not None and self.drawn else "-"
+        by_name = {figures.env: figures for figures in self.envs}
+        for name in self.env_names or tuple(by_name):
+            figures = by_name.get(name)
+            cells[f"{name} reward/dead"] = (
+                "-" if figures is None else f"{_number(figures.reward)} {figures.groups_dead}/{figures.groups_drawn}"
+            )
         if self.is_mean is None:
             cells["IS ratio"] = "-"
         else:
@@ -62,9 +76,15 @@ class StepReport:
 
 
 def step_report(
-    step: int, max_steps: int | None, logs: Mapping[str, Any], components: Sequence[str]
+    step: int,
+    max_steps: int | None,
+    logs: Mapping[str, Any],
+    components: Sequence[str],
+    *,
+    envs: Sequence[str] = (),
 ) -> StepReport:
-    """Build the report from the step's merged log (TRL's figures plus the bridge's)."""
+    """Build the report from the step's merged log (TRL's figures plus the bridge's);
+    ``envs`` names a mixture's envs (their per-env figures are read from the log)."""
 
     def value(name: str) -> float | None:
         raw = logs.get(name)
@@ -98,6 +118,8 @@ def step_report(
         staleness=value("policy/staleness_max"),
         mismatches=int(value("tokens/mismatch") or 0),
         seconds=value("step_time"),
+        envs=envs_from_logs(logs),
+        env_names=tuple(envs),
     )
 
 
@@ -114,3 +136,31 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.1f}" if value >= 0.1 or value == 0 else f"{value:.2g}"
+
+
+def eval_table(before: EvalSummary, after: EvalSummary, *, steps: int) -> list[str]:
+    """The held-out eval of a mixture, one table per env: its pass rate and each component,
+    before training (step 0) and after (step ``steps``). ``[]`` for a run of one env."""
+    start = {figures.env: figures for figures in before.envs}
+    end = {figures.env: figures for figures in after.envs}
+    lines = []
+    for env in sorted(set(start) | set(end)):
+        first, last = start.get(env), end.get(env)
+        rollouts = (last or first).rollouts if (last or first) else 0
+        lines.append(f"  env {env} ({rollouts} rollouts), step 0 -> step {steps}:")
+        rows = [("pass rate", _rate(first), _rate(last))]
+        names = sorted(set(first.means if first else {}) | set(last.means if last else {}))
+        rows += [(name, _component(first, name), _component(last, name)) for name in names]
+        width = max(len(name) for name, _, _ in rows)
+        for name, was, now in rows:
+            change = f" ({now - was:+.3f})" if was is not None and now is not None else ""
+            lines.append(f"    {name.ljust(width)}  {_number(was)} -> {_number(now)}{change}")
+    return lines
+
+
+def _rate(figures: EnvEval | None) -> float | None:
+    return None if figures is None else figures.pass_rate
+
+
+def _component(figures: EnvEval | None, name: str) -> float | None:
+    return None if figures is None else figures.means.get(name)

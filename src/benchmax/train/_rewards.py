@@ -3,8 +3,9 @@
 Each component an env emits becomes its own reward function, so TRL logs its
 mean and std on its own (``rewards/<component>/mean``) and a weight can be set
 per component. Components may be conditional: one missing from a rollout is
-filled with 0.0 wherever another rollout of the same batch emitted it, the
-rule the run store applies too, and the fill is recorded.
+filled with 0.0 wherever another rollout of the same batch (and, in a mixture,
+of the same env) emitted it, the rule the run store applies too, and the fill
+is recorded.
 """
 
 from __future__ import annotations
@@ -28,17 +29,28 @@ class FilledRewards:
     components: tuple[str, ...]
 
 
-def zero_fill(rewards: Sequence[Mapping[str, float]]) -> FilledRewards:
+def zero_fill(rewards: Sequence[Mapping[str, float]], envs: Sequence[str | None] | None = None) -> FilledRewards:
     """Fill every component any rollout of the batch emitted with 0.0 where missing.
 
+    With ``envs`` (each rollout's ``Example.env``, in a mixture) the fill stays
+    inside an env: a component is filled only into rollouts of an env whose
+    other rollouts emitted it, so one env's component is never a 0.0 for
+    another env that does not score it (its value stays missing: ``None`` to
+    TRL, which leaves it out of the component's mean and the reward's sum).
     Operational failures (empty dicts) are filled too: they count as zero unless
     the trainer is told to drop them from group statistics.
     """
     components = sorted({name for reward in rewards for name in reward})
+    keys = list(envs) if envs is not None else [None] * len(rewards)
+    if len(keys) != len(rewards):
+        raise ValueError(f"{len(rewards)} rewards but {len(keys)} envs")
+    emitted: dict[str | None, set[str]] = {}
+    for key, reward in zip(keys, rewards, strict=True):
+        emitted.setdefault(key, set()).update(reward)
     filled_rewards = []
     filled_names = []
-    for reward in rewards:
-        missing = tuple(name for name in components if name not in reward)
+    for key, reward in zip(keys, rewards, strict=True):
+        missing = tuple(name for name in components if name in emitted[key] and name not in reward)
         filled_rewards.append({**{name: 0.0 for name in missing}, **reward})
         filled_names.append(missing)
     return FilledRewards(tuple(filled_rewards), tuple(filled_names), tuple(components))

@@ -34,6 +34,7 @@ from benchmax.envs import (
     TerminationReason,
 )
 from benchmax.runner import GroupKey, RolloutSlots, RunSession, failed_group
+from benchmax.train._envs import EnvStep, step_envs
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._pipeline import StepPipeline
 from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, component_reward, zero_fill
@@ -61,6 +62,8 @@ class RolloutBatch:
     """Every rollout generated for the step, dropped dead groups included."""
     metrics: Mapping[str, float] = field(default_factory=dict)
     checks: tuple[TokenCheck, ...] = ()
+    envs: tuple[EnvStep, ...] = ()
+    """Per env of a mixture: what the step generated for it (``()`` in a run of one env)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,14 +237,23 @@ class RolloutBridge:
         outcomes = [outcome for _, result, _ in chosen for outcome in result.outcomes]
         examples = [group.example for group, result, _ in chosen for _ in result.outcomes]
         masked = [flag for _, result, flag in chosen for _ in result.outcomes]
-        fill = zero_fill([outcome.rewards for outcome in outcomes])
+        fill = zero_fill([outcome.rewards for outcome in outcomes], [example.env for example in examples])
         checks = []
         sequences = []
         for outcome, example, hidden in zip(outcomes, examples, masked, strict=True):
             sequence, check = self._sequence(outcome, example)
             checks.append(check)
             sequences.append(_masked(sequence) if hidden else sequence)
+        envs = step_envs(
+            [
+                (group.example.env, result.outcomes, flag)
+                for group, result, flag in zip(drawn, results, dead, strict=True)
+            ],
+            weights,
+        )
         metrics = self._step_metrics(step, groups, drawn, results, dead, selection.masked, checks, weights)
+        for figures in envs:
+            metrics.update(figures.logs())
         metrics["time/generate"] = time.perf_counter() - started
         failed = sum(not outcome.scored for outcome in all_outcomes)
         if failed:
@@ -257,6 +269,7 @@ class RolloutBridge:
             drawn=tuple(all_outcomes),
             metrics=metrics,
             checks=tuple(checks),
+            envs=envs,
         )
 
     def _score_weights(self) -> dict[str, float]:
@@ -277,7 +290,10 @@ class RolloutBridge:
         """Figures of everything the step generated (dropped groups included): how the
         policy did, not only the part trained on."""
         outcomes = [outcome for result in results for outcome in result.outcomes]
-        fill = zero_fill([outcome.rewards for outcome in outcomes])
+        fill = zero_fill(
+            [outcome.rewards for outcome in outcomes],
+            [group.example.env for group, result in zip(drawn, results, strict=True) for _ in result.outcomes],
+        )
         metrics: dict[str, float] = {
             "groups/drawn": float(len(drawn)),
             "groups/dead": float(sum(dead)),
@@ -293,7 +309,9 @@ class RolloutBridge:
                 outcomes
             )
         for name in fill.components:
-            metrics[f"generated/{name}"] = sum(reward[name] for reward in fill.rewards) / len(fill.rewards)
+            # over the rollouts that have the component: in a mixture, those of the envs that emit it
+            values = [reward[name] for reward in fill.rewards if name in reward]
+            metrics[f"generated/{name}"] = sum(values) / len(values)
         versions = [
             turn.policy_version for outcome in outcomes for turn in outcome.turns if turn.policy_version is not None
         ]
@@ -341,7 +359,7 @@ class RolloutBridge:
             self._store(groups, results, batch)
         if self.policy is not None:
             self.policy.release([outcome.rollout_id for outcome in outcomes])
-        fill = zero_fill([outcome.rewards for outcome in outcomes])
+        fill = zero_fill([outcome.rewards for outcome in outcomes], [example.env for _, example in pairs])
         built = [self._sequence(outcome, example) for outcome, example in pairs]
         sequences = [sequence for sequence, _ in built]
         self.last = RolloutBatch(
@@ -492,4 +510,3 @@ class RolloutBridge:
                 int(trainer.state.global_step) + 1,  # numbered as the terminal numbers the update it feeds
                 weight,
             )
-

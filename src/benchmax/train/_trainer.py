@@ -28,7 +28,7 @@ from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
-from benchmax.train._plot import component_curves
+from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
 from benchmax.train._progress import CURVES, _StepCallback, _write_logs
 from benchmax.train._report import StepReport
@@ -62,6 +62,8 @@ class TrainingSession:
     base_dir: Path | None = None
     reporter: Callable[[StepReport], None] | None = None
     """Called with each step's report (the CLI prints a line); ``None``: logged at INFO."""
+    envs: tuple[str, ...] = ()
+    """The envs of a mixture (each example's ``Example.env``), in name order; ``()`` for one env."""
 
     def close(self) -> None:
         try:
@@ -119,7 +121,7 @@ def run(session: TrainingSession) -> TrainResult:
                 steps=session.trainer.state.global_step,
                 train_seconds=seconds,
                 evals={
-                    summary.run_dir.name: {"step": step, "means": dict(summary.means), "rollouts": summary.rollouts}
+                    summary.run_dir.name: {"step": step, **summary.to_json()}
                     for step, summary in ((0, before), (session.trainer.state.global_step, after))
                     if summary is not None
                 },
@@ -128,6 +130,7 @@ def run(session: TrainingSession) -> TrainResult:
     title = f"{session.config.env} · {session.config.model}"
     curve = _write_logs(session.run_dir, history, title=title)
     curves = tuple(component_curves(history, session.run_dir / CURVES, title=title))
+    curves += tuple(env_curves(history, session.run_dir / CURVES, title=title))
     return TrainResult(
         run_dir=session.run_dir,
         steps=int(session.trainer.state.global_step),
@@ -322,6 +325,7 @@ def build(
         tokenizer=tokenizer,
         base_dir=base_dir,
         reporter=reporter,
+        envs=tuple(sorted({example.env for example in dataset if example.env is not None})),
     )
 
 
@@ -400,19 +404,25 @@ def _run_session(
 
 
 def _components(config: TrainConfig, bridge: RolloutBridge, dataset: Sequence[Example]) -> tuple[str, ...]:
-    """Weighted components first, then any a probe group of the first example emits."""
+    """Weighted components first, then any a probe group of the first example emits
+    (in a mixture: of each env's first example, so every env's components are known)."""
     names = list(config.weights)
-    probe = bridge.loop.run(
-        bridge._run_group(dataset[0], [f"probe-{index}" for index in range(config.group_size)])
-    )
-    bridge.policy.release([outcome.rollout_id for outcome in probe.outcomes])
-    for outcome in probe.outcomes:
+    firsts: dict[str | None, Example] = {}
+    for example in dataset:
+        firsts.setdefault(example.env, example)
+    outcomes = []
+    for number, example in enumerate(firsts.values()):
+        prefix = "probe-" if number == 0 else f"probe{number}-"
+        probe = bridge.loop.run(bridge._run_group(example, [f"{prefix}{index}" for index in range(config.group_size)]))
+        bridge.policy.release([outcome.rollout_id for outcome in probe.outcomes])
+        outcomes += probe.outcomes
+    for outcome in outcomes:
         for name in outcome.rewards:
             if name not in names:
                 names.append(name)
     if not names:
-        reasons = sorted({outcome.termination_reason for outcome in probe.outcomes})
-        errors = [outcome.error for outcome in probe.outcomes if outcome.error]
+        reasons = sorted({outcome.termination_reason for outcome in outcomes})
+        errors = [outcome.error for outcome in outcomes if outcome.error]
         raise TrainError(
             f"the probe rollouts emitted no reward components (termination: {reasons}"
             f"{'; ' + errors[0] if errors else ''}); name them with --weight NAME=W"

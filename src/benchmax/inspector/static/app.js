@@ -844,7 +844,22 @@
         ...names.map((name) => ({ label: name, key: `generated/${name}` })),
         { label: 'dead-group share', key: 'groups/dead_share' },
       ];
-      const charts = h('div', { class: 'charts' }, series.map((item) => lineChart(item.label, steps.map((row) => [row.shown, value(row, item.key)]))));
+      // a mixture's steps hold each env's figures under "envs": its reward curve and its dead groups apart
+      const envNames = [...new Set(steps.flatMap((row) => Object.keys(row.metrics.envs || {})))].sort();
+      const envFigure = (row, env, key) => {
+        const figures = (row.metrics.envs || {})[env];
+        return figures && typeof figures[key] === 'number' ? figures[key] : null;
+      };
+      const envCharts = envNames.flatMap((env) => [
+        lineChart(`reward · ${env}`, steps.map((row) => [row.shown, envFigure(row, env, 'reward')])),
+        lineChart(`dead groups · ${env}`, steps.map((row) => [row.shown, envFigure(row, env, 'groups_dead')])),
+      ]);
+      const charts = h('div', { class: 'charts' }, [...series.map((item) => lineChart(item.label, steps.map((row) => [row.shown, value(row, item.key)]))), ...envCharts]);
+      const envColumns = envNames.flatMap((env) => [
+        { label: `${env} reward`, num: true, title: `mean reward of the rollouts the step generated for ${env}`, render: (row) => fmt(envFigure(row, env, 'reward')) },
+        { label: `${env} dead`, num: true, title: `${env}'s groups with no signal / its groups drawn`,
+          render: (row) => (envFigure(row, env, 'groups_drawn') === null ? '—' : `${fmt(envFigure(row, env, 'groups_dead'))} / ${fmt(envFigure(row, env, 'groups_drawn'))}`) },
+      ]);
       const ratio = (row) => (value(row, 'is_ratio/mean') === null ? '—' : `${fmt(value(row, 'is_ratio/mean'))} (${fmt(value(row, 'is_ratio/min'))}–${fmt(value(row, 'is_ratio/max'))})`);
       const kl = (row) => (value(row, 'kl') !== null ? value(row, 'kl') : value(row, 'kl/sampler'));
       const columns = [
@@ -853,6 +868,7 @@
         { label: 'reward (trained)', num: true, render: (row) => fmt(value(row, 'reward')) },
         ...names.map((name) => ({ label: name, num: true, title: 'mean over every rollout the step generated', render: (row) => fmt(value(row, `generated/${name}`)) })),
         { label: 'dead groups', num: true, render: (row) => (value(row, 'groups/drawn') === null ? '—' : `${fmt(value(row, 'groups/dead'))} / ${fmt(value(row, 'groups/drawn'))}`) },
+        ...envColumns,
         { label: 'IS ratio', num: true, render: ratio },
         { label: 'KL', num: true, title: 'KL to the reference (beta > 0), else KL(sampler || policy)', render: (row) => (kl(row) === null ? '—' : kl(row).toExponential(2)) },
         { label: 'stale', num: true, title: 'most steps a rollout\u2019s policy lagged the trainer', render: (row) => fmt(value(row, 'policy/staleness_max')) },
