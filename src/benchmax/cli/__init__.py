@@ -11,6 +11,7 @@ from benchmax import __version__
 from benchmax.cli._env import init_command, list_command, validate_command
 from benchmax.cli._eval import eval_command
 from benchmax.cli._help import Command, Group
+from benchmax.cli._import import import_command
 from benchmax.cli._runs import diff_command, export_command, rescore_command
 
 app = typer.Typer(
@@ -50,6 +51,7 @@ app.command("list", cls=Command)(list_command)
 app.command("export", cls=Command)(export_command)
 app.command("rescore", cls=Command)(rescore_command)
 app.command("diff", cls=Command)(diff_command)
+app.command("import", cls=Command)(import_command)
 
 
 def _register_optional() -> None:

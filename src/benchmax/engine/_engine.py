@@ -25,7 +25,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -41,7 +41,9 @@ from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool
 from benchmax.envs import (
     BaseEnv,
     BaseRollout,
+    EnvDefinitionError,
     Environment,
+    Example,
     LogEntry,
     RolloutAttempt,
     RolloutFailure,
@@ -109,8 +111,9 @@ class Engine:
         self._has_group_reward = implements(env, "compute_group_rewards")
         self._scorable = frozenset(getattr(env, "scorable_termination_reasons", ()))
         self._started = False
-        self._tools_by_identity: dict[int, tuple[object, dict[str, Tool]]] = {}
-        self._tools_by_content: dict[bytes, dict[str, Tool]] = {}
+        self._own_tools = self._base and implements(env, "tools_for")
+        self._tools_by_identity: dict[int, tuple[object, dict[str, Tool] | _BadTools]] = {}
+        self._tools_by_content: dict[bytes, dict[str, Tool] | _BadTools] = {}
         install_log_capture(self.config.log_level)
 
     async def start(self) -> dict[str, Tool]:
@@ -321,25 +324,50 @@ class Engine:
                 await self._score(attempt)
             attempt.sink.phase = "context"
 
-    async def _tools(self) -> dict[str, Tool]:
-        """The rollout's tools, validated once per distinct declaration."""
-        assert isinstance(self.env, BaseEnv)
-        tools = await self.env.list_tools()
+    async def _tools(self, example: Example[Any]) -> dict[str, Tool]:
+        """The rollout's tools (``tools_for(example)``), validated once per distinct set.
+
+        A hook that raises, or a set that is not valid, fails this rollout alone
+        (``context_error``, naming the example): other examples' sets may be fine,
+        so the run goes on. ``list_tools()`` itself was checked at :meth:`start`.
+        """
+        env = self.env
+        assert isinstance(env, BaseEnv)
+        hook = f"tools_for(example {example.id!r})" if self._own_tools else "list_tools()"
+        try:
+            tools = await env.tools_for(example)
+        except RolloutFailure:
+            raise
+        except Exception as exc:
+            logger.error("%s.%s failed", self._name, hook, exc_info=exc)
+            raise RolloutFailure(
+                TerminationReason.CONTEXT_ERROR, f"{self._name}.{hook} raised {type(exc).__name__}: {exc}"
+            ) from None
         hit = self._tools_by_identity.get(id(tools))
         if hit is not None and hit[0] is tools:
-            return hit[1]
-        try:
-            key = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)
-        except TypeError:
-            key = None
-        by_name = self._tools_by_content.get(key) if key is not None else None
-        if by_name is None:
-            by_name = validate_tools(tools, owner=self._name)
-            if key is not None and len(self._tools_by_content) < _TOOL_CACHE_SIZE:
-                self._tools_by_content[key] = by_name
-        if len(self._tools_by_identity) < _TOOL_CACHE_SIZE:
-            self._tools_by_identity[id(tools)] = (tools, by_name)
-        return by_name
+            checked = hit[1]
+        else:
+            try:
+                key: bytes | None = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)
+            except TypeError:
+                key = None
+            found = self._tools_by_content.get(key) if key is not None else None
+            if found is None:
+                try:
+                    found = validate_tools(tools, owner=self._name, hook=hook.partition("(")[0] + "()")
+                except EnvDefinitionError as exc:
+                    found = _BadTools(str(exc))
+                if key is not None and len(self._tools_by_content) < _TOOL_CACHE_SIZE:
+                    self._tools_by_content[key] = found
+            checked = found
+            if len(self._tools_by_identity) < _TOOL_CACHE_SIZE:
+                self._tools_by_identity[id(tools)] = (tools, checked)
+        if isinstance(checked, _BadTools):
+            logger.error("the tools of example %r are not valid: %s", example.id, checked.message)
+            raise RolloutFailure(
+                TerminationReason.CONTEXT_ERROR, f"the tools of example {example.id!r} are not valid: {checked.message}"
+            )
+        return checked
 
     async def _chat_loop(self, attempt: _Attempt) -> None:
         try:
@@ -354,7 +382,7 @@ class Engine:
         config = self.config
         sink = attempt.sink
         sink.phase = "context"
-        known = await self._tools()
+        known = await self._tools(request.example)
         tool_list = list(known.values())
         client = scoped_client(self.clients.get(request.base_url), role="policy")
         base_body = request.sampling.to_body()
@@ -542,3 +570,10 @@ class Engine:
 
 class _GroupTimeout(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class _BadTools:
+    """A tool set that failed its check: kept so an invalid set is checked once too."""
+
+    message: str

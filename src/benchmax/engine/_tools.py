@@ -44,19 +44,20 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _RESERVED = frozenset({"self", "rollout_id", "tool_name"})
 
 
-def validate_tools(tools: object, *, owner: str) -> dict[str, Tool]:
+def validate_tools(tools: object, *, owner: str, hook: str = "list_tools()") -> dict[str, Tool]:
     """Check OpenAI function-tool declarations; returns them by name.
 
-    Raises :class:`EnvDefinitionError` naming the offending tool, so a typo in a
-    schema fails the run before any model call.
+    Raises :class:`EnvDefinitionError` naming the offending tool and the hook
+    that declared it (``hook``: ``list_tools()``, or ``tools_for(example 'x')``
+    for a rollout's own set), so a typo in a schema is found before a model call.
     """
     if not isinstance(tools, list | tuple):
-        raise EnvDefinitionError(f"{owner}.list_tools() must return a list, got {type(tools).__name__}")
+        raise EnvDefinitionError(f"{owner}.{hook} must return a list, got {type(tools).__name__}")
     by_name: dict[str, Tool] = {}
     for index, tool in enumerate(tools):
         if tool is Ellipsis:
             continue  # the spec's example writes ``return [...]`` for "no tools yet"
-        where = f"{owner}.list_tools()[{index}]"
+        where = f"{owner}.{hook}[{index}]"
         if not isinstance(tool, Mapping):
             raise EnvDefinitionError(f"{where}: a tool must be a dict, got {type(tool).__name__}")
         if tool.get("type") != "function":

@@ -167,6 +167,11 @@ class RemoteEnv(BaseEnv):
         data = await self._call("GET", "/tools", rollout_id=None, hook="list_tools")
         return self._same_tools(list(data.get("tools") or []))
 
+    async def tools_for(self, example: Example[JsonRow]) -> list[Tool]:
+        """The rollout's own tools: the server resolved them with its env's ``tools_for(example)``
+        when the session opened (outside a rollout, the server's ``list_tools()``)."""
+        return await self.list_tools()
+
     def rollout_context(self, rollout_id: str, example: Example[JsonRow]) -> _RemoteSession:  # type: ignore[override]
         return _RemoteSession(self, rollout_id, example)
 

@@ -41,6 +41,7 @@ from benchmax.envs import (
     RolloutFailure,
     RolloutRequest,
     TerminationReason,
+    Tool,
     ToolError,
     check_env_definition,
     check_prompt_messages,
@@ -49,8 +50,9 @@ from benchmax.envs import (
     to_example,
 )
 from benchmax.loading import EnvSpec, data_directories, example_location, locate_dataset
+from benchmax.runner._validate_tools import ToolSets
 
-_HOOKS = ("create_dataset", "compute_reward", "compute_group_rewards", "list_tools", "run_tool", "aclose")
+_HOOKS = ("create_dataset", "compute_reward", "compute_group_rewards", "list_tools", "tools_for", "run_tool", "aclose")
 _SYNTHETIC_ANSWER = "benchmax validate: a synthetic final answer"
 
 
@@ -126,14 +128,24 @@ async def validate_env(
             await _check_base_env(env, where, report)
         places = data_directories(spec, data_dir)
         examples: dict[str, list[Example[Any]]] = {}
+        labels: dict[int, str] = {}
         for split in SPLITS:
-            examples[split] = await _check_split(env, split, places, max_examples, where, report)
+            examples[split] = await _check_split(env, split, places, max_examples, where, report, labels)
         if isinstance(env, BaseEnv) and not any(p.message.startswith("hook ") for p in report.problems):
-            context_works = await _check_hooks(env, examples, report)
+            tool_sets = (
+                ToolSets(env, _code_at(cls, "tools_for") or f"{where}.tools_for")
+                if implements(env, "tools_for")
+                else None
+            )
+            context_works = await _check_hooks(env, examples, report, tool_sets, labels)
+            if tool_sets is not None:
+                tool_sets.report(report.problem, report.notes)
             if call_tools and context_works:
                 sample = next((found[0] for found in examples.values() if found), None)
-                if sample is not None:
-                    await _check_tool_calls(env, sample, report)
+                if tool_sets is not None:
+                    await _check_tool_calls(env, list(tool_sets.valid.values()), report)
+                elif sample is not None:
+                    await _check_tool_calls(env, [(sample, None)], report)
         if base_url and isinstance(env, BaseEnv) and report.ok:
             sample = (examples.get("eval") or examples.get("train") or [None])[0]
             if sample is not None:
@@ -271,7 +283,9 @@ async def _check_split(
     max_examples: int,
     where: str,
     report: Report,
+    labels: dict[int, str],
 ) -> list[Example[Any]]:
+    """The split's first examples, checked; ``labels`` gets where each was read (by ``id``)."""
     owner = f"{where}.create_dataset({split!r})"
     with collect_dataset_problems() as problems:
         try:
@@ -301,6 +315,7 @@ async def _check_split(
                 report.problem(owner, str(exc))
                 continue
             examples.append(example)
+            labels[id(example)] = label
     except Exception as exc:
         report.problem(owner, f"iterating it raised {type(exc).__name__}: {exc}{_frame(exc)}")
     for problem in problems[seen:]:
@@ -360,8 +375,15 @@ def _occurrences(found: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-async def _check_hooks(env: BaseEnv, examples: Mapping[str, Sequence[Example[Any]]], report: Report) -> bool:
-    """Run ``compute_reward`` (and the group hook) on a synthetic finished rollout of each example.
+async def _check_hooks(
+    env: BaseEnv,
+    examples: Mapping[str, Sequence[Example[Any]]],
+    report: Report,
+    tool_sets: ToolSets | None,
+    labels: Mapping[int, str],
+) -> bool:
+    """Run ``compute_reward`` (and the group hook) on a synthetic finished rollout of each example,
+    and resolve its tools there when the env chooses them per rollout (``tool_sets``).
 
     Returns whether ``rollout_context`` entered and left cleanly every time (tools run inside it).
     """
@@ -391,6 +413,8 @@ async def _check_hooks(env: BaseEnv, examples: Mapping[str, Sequence[Example[Any
             hook, attribute = "rollout_context", "rollout_context"
             try:
                 async with env.rollout_context(rollout_id, example):
+                    if tool_sets is not None:
+                        await tool_sets.resolve(example, labels.get(id(example), f"{split} example {index}"))
                     if implements(env, "compute_reward"):
                         hook = attribute = "compute_reward"
                         rewards = await env.compute_reward(rollout)
@@ -441,23 +465,42 @@ def _reward_problem(value: object) -> str | None:
     return None
 
 
-async def _check_tool_calls(env: BaseEnv, example: Example[Any], report: Report) -> None:
+async def _check_tool_calls(
+    env: BaseEnv, plan: Sequence[tuple[Example[Any], Mapping[str, Tool] | None]], report: Report
+) -> None:
     """Call each tool once with arguments its schema accepts, as a model may send them.
 
     A tool that raises anything but ``ToolError`` (the model sees that one and goes
     on) ends a real rollout as ``tool_error``: a tool that does so on plain valid
-    arguments will most likely do so on every call.
+    arguments will most likely do so on every call. ``plan``: each tool set with
+    an example that uses it (``None``: ``list_tools()``); each tool is called once,
+    inside the context of the first example whose set holds it.
     """
     cls = type(env)
-    try:
-        tools = validate_tools(await env.list_tools(), owner=cls.__name__)
-    except Exception:
-        return  # reported by _check_base_env
-    if not tools or not implements(env, "run_tool"):
+    if not implements(env, "run_tool"):
         return
     at = _code_at(cls, "run_tool") or cls.__name__
+    called: set[str] = set()
+    total = 0
+    for example, declared in plan:
+        if declared is None:
+            try:
+                declared = validate_tools(await env.list_tools(), owner=cls.__name__)
+            except Exception:
+                return  # reported by _check_base_env
+        tools = {name: tool for name, tool in declared.items() if name not in called}
+        total += len(tools)
+        if tools:
+            await _call_tools(env, example, tools, at, called, report)
+    if total:
+        report.notes.append(f"tools called once each with placeholder arguments: {len(called)} of {total}")
+
+
+async def _call_tools(
+    env: BaseEnv, example: Example[Any], tools: Mapping[str, Tool], at: str, called: set[str], report: Report
+) -> None:
+    cls = type(env)
     rollout_id = "validate/tools"
-    called = 0
     try:
         async with env.rollout_context(rollout_id, example):
             for name, tool in tools.items():
@@ -474,13 +517,12 @@ async def _check_tool_calls(env: BaseEnv, example: Example[Any], report: Report)
                         "in a run this ends the rollout as tool_error (raise ToolError for a failure the model "
                         "should see)",
                     )
-                called += 1
+                called.add(name)
     except Exception as exc:
         report.problem(
             _code_at(cls, "rollout_context") or at,
             f"{cls.__name__}.rollout_context (around the tool calls): raised {type(exc).__name__}: {exc}{_frame(exc)}",
         )
-    report.notes.append(f"tools called once each with placeholder arguments: {called} of {len(tools)}")
 
 
 def _placeholder_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:

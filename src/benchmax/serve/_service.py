@@ -159,15 +159,15 @@ class EnvService:
         self, rollout_id: str | None, example: Example[Any], *, client: str = ""
     ) -> tuple[Session | None, dict[str, Any]]:
         """A session for one rollout of ``example``, opened by ``client`` (its peer address): its
-        context entered, then its tools listed (as the engine lists them, inside the context); its
-        prompt and tools come back."""
+        context entered, then its tools resolved (``tools_for(example)``, as the engine resolves
+        them, inside the context); its prompt and tools come back, and only those tools may be called."""
         try:
             session, logs = await self.sessions.open(rollout_id, example, client=client)
         except ContextFailed as failed:
             return None, self._context_failed(failed.error, rollout_id, failed.logs)
         try:
             with gathering(Gathering(session.rollout_id)) as listed:
-                session.tools = list(await session.run(self.env.list_tools()))
+                session.tools = list(await session.run(self.env.tools_for(example)))
             logs.extend(listed.take())
         except Exception as exc:
             logs.extend(listed.take())
@@ -206,6 +206,9 @@ class EnvService:
         clash = _RESERVED_ARGUMENTS.intersection(arguments)
         if clash:
             raise wire.WireError(f"arguments: the names {sorted(clash)} are reserved")
+        if name not in {tool["function"]["name"] for tool in session.tools}:
+            # The rollout's own set, as the engine answers a call outside it (the model sees it).
+            return {**wire.hook_error("run_tool", ToolError(f"Unknown tool: {name}"), tool=name), "logs": []}
         session.tool_calls += 1
         with gathering(Gathering(session.rollout_id)) as logs:
             try:

@@ -86,6 +86,18 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
         """Declare OpenAI-compatible function tools. Defaults to none."""
         return []
 
+    async def tools_for(self, example: Example[JsonRow]) -> list[Tool]:
+        """The tools the model sees in a rollout of ``example``. Defaults to ``list_tools()``.
+
+        Override it when rows of one dataset need different tools (calculator rows
+        get a calculator, text rows none), so no row's prompt carries another
+        row type's tool schemas. The engine sends only these to the model and
+        answers a call to any other tool as an unknown tool; it checks each
+        distinct set once, and a set that is not valid fails only the rollouts
+        of the examples that use it (``context_error``, naming the example).
+        """
+        return await self.list_tools()
+
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """Execute one tool call; the return value is the tool result the model sees."""
         raise ValueError(f"Unknown tool: {tool_name}")
