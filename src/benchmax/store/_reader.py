@@ -56,6 +56,9 @@ class RolloutRecord:
     turns: tuple[TurnRecord, ...]
     sampling: dict[str, Any] | None
     scored: bool
+    env: str | None = None
+    """The env of the rollout's example: its name in a mixture, the run's env (its metadata's
+    :attr:`~benchmax.store.RunMeta.env_label`) in a run of one env."""
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -74,13 +77,19 @@ class GroupRecord:
     size: int
     started_at: float | None
     ended_at: float | None
+    env: str | None = None
+    """The env of the group's example (as :attr:`RolloutRecord.env`)."""
 
 
 ROLLOUT_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
     " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored"
+    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored, e.env"
 )
+ROLLOUT_SOURCE = (
+    "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq LEFT JOIN examples AS e ON e.example_id = r.example_id"
+)
+"""What ``ROLLOUT_COLUMNS`` select from: ``e.env`` is ``NULL`` in a run of one env (see :attr:`Run.env_label`)."""
 _CHUNK = 512
 
 
@@ -96,6 +105,8 @@ class Run:
         db = _schema.locate(path)
         self.path = db.parent
         self._conn, self.layout = _compat.connect_reader(db)
+        self.env_label = self.run_meta.env_label
+        """The env a rollout of no named env belongs to: the run's own (a run of one env)."""
 
     def __enter__(self) -> Run:
         return self
@@ -146,8 +157,10 @@ class Run:
 
     def iter_groups(self) -> Iterator[GroupRecord]:
         cursor = self._conn.execute(
-            "SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at "
-            "FROM groups ORDER BY example_idx, step"
+            "SELECT g.group_id, g.example_id, g.example_idx, g.batch, g.step, g.size, g.started_at, g.ended_at,"
+            " COALESCE(e.env, ?) FROM groups AS g LEFT JOIN examples AS e ON e.example_id = g.example_id"
+            " ORDER BY g.example_idx, g.step",
+            (self.env_label,),
         )
         while rows := cursor.fetchmany(_CHUNK):
             yield from (GroupRecord(*row) for row in rows)
@@ -157,7 +170,7 @@ class Run:
         for rows in self.rollout_rows(group_id=group_id, example_id=example_id):
             rewards = self.rewards_of([row[0] for row in rows])
             for row in rows:
-                yield _record(row, rewards.get(row[0], {}))
+                yield _record(row, rewards.get(row[0], {}), self.env_label)
 
     def rollout_rows(
         self, *, group_id: str | None = None, example_id: str | None = None, chunk: int = _CHUNK
@@ -171,7 +184,7 @@ class Run:
             where = "WHERE " + " OR ".join("r.seq BETWEEN ? AND ?" for _ in ranges)
             params = tuple(value for pair in ranges for value in pair)
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq {where}"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} {where}"
             " ORDER BY r.seq",
             params,
         )
@@ -181,7 +194,7 @@ class Run:
     def rollout_rows_between(self, first: int, last: int, *, chunk: int = _CHUNK) -> Iterator[list[tuple[Any, ...]]]:
         """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks."""
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
             " WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq",
             (first, last),
         )
@@ -205,13 +218,13 @@ class Run:
 
     def rollout(self, rollout_id: str) -> RolloutRecord:
         row = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
             " WHERE r.rollout_id = ?",
             (rollout_id,),
         ).fetchone()
         if row is None:
             raise KeyError(f"no rollout {rollout_id!r} in {self.path}")
-        return _record(row, self.rewards_of([row[0]]).get(row[0], {}))
+        return _record(row, self.rewards_of([row[0]]).get(row[0], {}), self.env_label)
 
     def logs(self, *, rollout_id: str | None = None, group_id: str | None = None) -> list[LogEntry]:
         if rollout_id is not None:
@@ -284,7 +297,9 @@ def _runs(values: Sequence[int], gap: int = 64) -> Iterator[tuple[int, int]]:
     yield start, previous
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, bool]]) -> RolloutRecord:
+def _record(
+    row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, bool]], env_label: str | None
+) -> RolloutRecord:
     (
         _seq,
         rollout_id,
@@ -309,6 +324,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         turns,
         sampling,
         scored,
+        env,
     ) = row
     return RolloutRecord(
         rollout_id=rollout_id,
@@ -336,4 +352,5 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         turns=decode_turns(turns),
         sampling=_codec.decode(sampling) if sampling else None,
         scored=bool(scored),
+        env=env if env is not None else env_label,
     )
