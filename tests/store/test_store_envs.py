@@ -13,18 +13,18 @@ from runkit import ENV_SPEC, row, write_split
 from v1_store import downgrade
 
 from benchmax import open_run
-from benchmax.envs import Example, RolloutOutcome
+from benchmax.envs import Example, RolloutOutcome, SamplingParams
 from benchmax.runner import RunConfig, arun
-from benchmax.store import GroupWrite, RunWriter, export_run, read_jsonl_export
+from benchmax.store import EnvFigures, GroupWrite, RunWriter, diff_runs, export_run, read_jsonl_export
 
-SUITE_SPEC = f"{Path(__file__).parent / 'suite_env.py'}:SuiteEnv"
+SUITE_SPEC = f"{Path(__file__).parents[1] / 'runner' / 'support' / 'suite_env.py'}:SuiteEnv"
 
 
 def suite_rows() -> list[dict]:
     """Two math examples (one with ``format``), a failing math one, two code examples (one failing)."""
     return [
         {**row("4", "math one"), "env": "math", "format": 1.0},
-        {**row("5", "math two", answers=["6"]), "env": "math"},
+        {**row("5", "math two", answers=["5", "6"]), "env": "math"},
         {**row("7", "math fails", script=[{"status": 400}]), "env": "math"},
         {**row("ok", "code one"), "env": "code"},
         {**row("ok", "code fails", script=[{"status": 400}]), "env": "code"},
@@ -36,7 +36,7 @@ async def suite_run(tmp_path: Path, server) -> Path:
     write_split(tmp_path / "data", suite_rows())
     config = RunConfig(
         env=SUITE_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, model="scripted", group_size=2,
-        run_dir=tmp_path / "suite",
+        run_dir=tmp_path / "suite", sampling=SamplingParams(seed=3),
     )  # fmt: skip
     await arun(config)
     return tmp_path / "suite"
@@ -65,8 +65,8 @@ def test_the_zero_fill_of_a_run_of_two_envs_stays_inside_each_env(suite_run):
     for record in records:
         by_example.setdefault(record.example_id, []).append(record)
     # math: format is filled among math rollouts, never exact/format into code rollouts
-    assert all(r.rewards == {"exact": 0.0, "format": 0.0} for r in by_example["math/1"])
-    assert all(r.filled == {"format"} for r in by_example["math/1"])
+    assert sorted(r.rewards["exact"] for r in by_example["math/1"]) == [0.0, 1.0]
+    assert all(r.filled == {"format"} and r.rewards["format"] == 0.0 for r in by_example["math/1"])
     assert all(r.filled == {"exact", "format"} and r.reward == 0.0 for r in by_example["math/2"])
     assert all(r.rewards == {"tests_passed": 1.0} and not r.filled for r in by_example["code/3"])
     assert all(r.rewards == {"tests_passed": 0.0} and r.filled == {"tests_passed"} for r in by_example["code/4"])
@@ -110,6 +110,7 @@ def _old_layout_2(make_run, path: Path) -> Path:
     make_run(path, {"e1": [{"correct": 1.0}], "e2": [{}]})
     conn = sqlite3.connect(path / "run.sqlite")
     conn.execute("INSERT INTO meta (key, value) VALUES ('env_class', '\"pkg.Old\"')")
+    conn.execute("DROP INDEX examples_by_env")
     conn.execute("ALTER TABLE examples DROP COLUMN env")
     conn.commit()
     conn.close()
@@ -134,6 +135,9 @@ def test_a_file_written_before_the_env_column_reads_and_resumes(tmp_path, make_r
     with open_run(old) as run:
         assert {record.env for record in run.rollouts()} == {"pkg.Old"}
         assert {group.env for group in run.groups()} == {"pkg.Old"}
+
+    with open_run(old) as run:
+        assert run.envs() == ("pkg.Old",) and run.stats().envs == ()
 
     writer = RunWriter.resume(old)
     writer.add_examples("eval", [Example("m/new", {"prompt_messages": []}, env="math")])
@@ -217,3 +221,67 @@ def test_the_fill_matrix_never_crosses_envs(tmp_path, fill, resume):
     if resume:
         assert filled["eval/m/c#0"] == {"exact", "format"}
         assert filled["eval/c/c#1"] == {"tests_passed"} and not filled["eval/c/c#0"]
+
+
+# -- per-env figures -------------------------------------------------------------------------------
+
+
+def test_the_suite_of_a_run_of_two_envs_has_one_row_per_env(suite_run):
+    with open_run(suite_run) as run:
+        suite = run.suite()
+        envs = run.envs()
+
+    assert envs == ("code", "math")
+    code, math = suite
+    assert code == EnvFigures("code", 4, 2, 2, 2, 0, 2, {"tests_passed": 0.5})
+    assert (math.env, math.rollouts, math.failed, math.passed, math.groups) == ("math", 6, 2, 3, 3)
+    assert (math.groups_with_signal, math.groups_no_signal, math.scored, math.pass_rate) == (1, 2, 4, 0.5)
+    assert math.components == {"exact": pytest.approx(0.5), "format": pytest.approx(1 / 3)}
+
+
+def test_a_component_two_envs_emit_is_averaged_per_env_only(tmp_path):
+    writer = RunWriter.create(tmp_path / "run", {"started_at": 0.0})
+    writer.sync_examples(
+        "eval", [Example("a/1", {"prompt_messages": []}, env="a"), Example("b/1", {"prompt_messages": []}, env="b")],
+        resume=False,
+    )  # fmt: skip
+    _write(writer, 0, "a/1", [{"exact": 1.0}, {"exact": 1.0}])
+    _write(writer, 1, "b/1", [{"exact": 0.0}, {}])
+    writer.fill_batch(0)
+    writer.close()
+    with open_run(tmp_path / "run") as run:
+        suite = {figures.env: figures.components for figures in run.suite()}
+
+    assert suite == {"a": {"exact": 1.0}, "b": {"exact": 0.0}}
+
+
+async def test_a_run_of_one_env_is_a_suite_of_one_row_named_by_its_spec(tmp_path, server):
+    write_split(tmp_path / "data", [row("4", bonus=0.5), row("5", answers=["6"])])
+    await arun(
+        RunConfig(env=ENV_SPEC, data_dir=tmp_path / "data", base_url=server.base_url, model="scripted",
+                  run_dir=tmp_path / "one")
+    )  # fmt: skip
+    with open_run(tmp_path / "one") as run:
+        (only,) = run.suite()
+        stats = run.stats()
+
+    assert only.env == ENV_SPEC and only.rollouts == stats.rollouts and only.passed == stats.passed
+    assert only.components == {name: pytest.approx(figures.mean) for name, figures in stats.components.items()}
+
+
+async def test_diff_compares_each_env_of_two_suites(suite_run, tmp_path, server):
+    rows = suite_rows()
+    rows[4] = {**row("ok", "code fixed"), "env": "code"}
+    write_split(tmp_path / "data2", rows)
+    await arun(
+        RunConfig(env=SUITE_SPEC, data_dir=tmp_path / "data2", base_url=server.base_url, model="scripted",
+                  group_size=2, run_dir=tmp_path / "suite2", sampling=SamplingParams(seed=3))
+    )  # fmt: skip
+    with open_run(suite_run) as a, open_run(tmp_path / "suite2") as b:
+        result = diff_runs(a, b)
+
+    assert result.several_envs
+    code, math = result.envs
+    assert (code.env, code.pass_delta, code.component("tests_passed")) == ("code", 0.5, (0.5, 1.0))
+    assert (math.env, math.pass_delta, math.component("exact")) == ("math", 0.0, (0.5, 0.5))
+    assert code.component("exact") == (None, None) and code.component_names == ("tests_passed",)

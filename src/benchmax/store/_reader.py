@@ -15,6 +15,7 @@ from benchmax.store import _codec, _compat, _run_stats, _schema
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
 from benchmax.store._meta import RunMeta
+from benchmax.store._suite import EnvFigures, env_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +253,15 @@ class Run:
     ) -> _run_stats.RunStats:
         """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
         return _run_stats.run_stats(self._conn, meta=self.run_meta, pass_threshold=pass_threshold, examples=examples)
+
+    def suite(self) -> tuple[EnvFigures, ...]:
+        """The run's figures per env, one :class:`EnvFigures` each, in name order (one row for a
+        run of one env, named by :attr:`env_label`): a component's mean is never taken across envs."""
+        return env_figures(self._conn, self.env_label)
+
+    def envs(self) -> tuple[str | None, ...]:
+        """The envs of the run's rollouts, in name order (a mixture's members; the run's own env alone)."""
+        return tuple(figures.env for figures in self.suite())
 
     def short_ids(self, example_ids: Sequence[str], *, among: Sequence[Run] = ()) -> dict[str, str]:
         """``{full id: short id}`` unique in this run (and in each of ``among``, for a table of several runs)."""

@@ -288,6 +288,8 @@ def ensure_example_env(conn: sqlite3.Connection) -> None:
     """Add ``examples.env`` to a file written before it existed (its examples keep ``NULL``: one env)."""
     if not has_example_env(conn):
         conn.execute("ALTER TABLE examples ADD COLUMN env TEXT")
+    # partial: empty in a run of one env, so "does this run name envs?" is one lookup
+    conn.execute("CREATE INDEX IF NOT EXISTS examples_by_env ON examples (env) WHERE env IS NOT NULL")
 
 
 def defer_rollout_indexes(conn: sqlite3.Connection) -> bool:
