@@ -174,6 +174,7 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
     return {
         **overview,
         "progress": run.progress(),
+        "suite": run.suite(),
         "run_id": run_id,
         "meta": redact(run.meta()),  # the page shows every stored key, as stored
         "rescore": catalog.rescore_of(meta),

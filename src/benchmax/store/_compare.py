@@ -323,8 +323,13 @@ def _page_prompts(a: Any, b: Any, example_ids: list[str]) -> dict[str, str]:
 def _with_envs(a: Any, b: Any, result: dict[str, Any]) -> dict[str, Any]:
     """The compare page's answer, with whether it is one (a shared example) and each run's env."""
     env_a, env_b = a.run_meta().env_name, b.run_meta().env_name
+    suite_a = {row["env"]: row for row in a.suite()}
+    suite_b = {row["env"]: row for row in b.suite()}
+    names = sorted(suite_a.keys() | suite_b.keys(), key=lambda name: (name is None, name or ""))
     return {
         **result,
+        # each env's figures in either run, matched by env name (never a component across envs)
+        "suite": [{"env": name, "a": suite_a.get(name), "b": suite_b.get(name)} for name in names],
         "comparable": result["common"] > 0,
         "env": {"a": env_a, "b": env_b, "same": env_a is None or env_b is None or env_a == env_b},
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from benchmax.store._figures import _in_snapshot
 from benchmax.store._schema import has_example_env
@@ -114,6 +115,24 @@ def env_figures(conn: sqlite3.Connection, label: str | None) -> tuple[EnvFigures
         )
         for name, (rollouts, failed, passed) in sorted(rows.items(), key=lambda item: (item[0] is None, item[0] or ""))
     )
+
+
+def suite_row(figures: EnvFigures | None) -> dict[str, Any] | None:
+    """An env's figures as the inspector's JSON (``None`` stays ``None``: a run without that env)."""
+    if figures is None:
+        return None
+    return {
+        "env": figures.env,
+        "rollouts": figures.rollouts,
+        "scored": figures.scored,
+        "failed": figures.failed,
+        "passed": figures.passed,
+        "pass_rate": figures.pass_rate,
+        "groups": figures.groups,
+        "groups_with_signal": figures.groups_with_signal,
+        "groups_no_signal": figures.groups_no_signal,
+        "components": dict(figures.components),
+    }
 
 
 def names_envs(conn: sqlite3.Connection) -> bool:
