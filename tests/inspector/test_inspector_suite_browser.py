@@ -108,10 +108,7 @@ def phone(browser: Any) -> Iterator[Any]:
 
 def _cells(table: Any) -> list[list[str]]:
     """Each body row of a table, as the text of its cells."""
-    return [
-        [cell.strip() for cell in row.locator("td").all_inner_texts()]
-        for row in table.locator("tbody tr").all()  # fmt: skip
-    ]
+    return [[cell.strip() for cell in row.locator("td").all_inner_texts()] for row in table.locator("tbody tr").all()]
 
 
 def _heads(table: Any) -> list[str]:
