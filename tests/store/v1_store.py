@@ -102,7 +102,9 @@ def downgrade(source: Path, target: Path) -> Path:
     with Run(source) as run:
         meta = run.sql("SELECT key, value FROM meta WHERE key != 'schema_version'")
         conn.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", "1"), *meta])
-        conn.executemany("INSERT INTO examples VALUES (?, ?, ?, ?)", run.sql("SELECT * FROM examples"))
+        conn.executemany(
+            "INSERT INTO examples VALUES (?, ?, ?, ?)", run.sql("SELECT example_id, idx, split, payload FROM examples")
+        )
         conn.executemany(
             "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             run.sql(

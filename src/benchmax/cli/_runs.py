@@ -177,6 +177,44 @@ def diff_command(
         console.print("  reward deltas below may come from these changes, not only from the model", highlight=False)
     names = [delta.component for delta in result.components if delta.component != HEADLINE]
     single = len(names) == 1 and _same_deltas(result, names[0])
+    if result.several_envs:
+        _print_suite(result)  # a component's mean over the run would mix envs: per env only
+    else:
+        _print_components(result, single=single)
+    if not rows:
+        console.print(f"examples: none changed ({plural(result.shared, 'example')} compared)", highlight=False)
+    else:
+        _print_examples(rows[:examples], len(rows), prompts, short, per_component=not single)
+    if result.only_in_a or result.only_in_b:
+        console.print(
+            f"examples only in A: {len(result.only_in_a):,}, only in B: {len(result.only_in_b):,} (not compared)"
+        )
+
+
+def _print_suite(result: RunDiff) -> None:
+    """One block of rows per env: its pass rate and each component it emitted, A beside B.
+
+    Long rather than wide (a row per figure), so any number of components fits 80 columns."""
+    table = Table(title="per env (B - A)", title_justify="left")
+    table.add_column("env", overflow="fold")
+    table.add_column("figure", overflow="fold")
+    for column in ("A", "B", "delta"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for index, delta in enumerate(result.envs):
+        env = escape(str(delta.env))
+        if index:
+            table.add_section()
+        rate_a = delta.a.pass_rate if delta.a is not None else None
+        rate_b = delta.b.pass_rate if delta.b is not None else None
+        table.add_row(env, "pass rate", _fmt(rate_a), _fmt(rate_b), _fmt(delta.pass_delta, signed=True))
+        for name in delta.component_names:
+            mean_a, mean_b = delta.component(name)
+            change = None if mean_a is None or mean_b is None else mean_b - mean_a
+            table.add_row("", escape(name), _fmt(mean_a), _fmt(mean_b), _fmt(change, signed=True))
+    console.print(table)
+
+
+def _print_components(result: RunDiff, *, single: bool) -> None:
     table = Table(title="components (B - A)", title_justify="left")
     table.add_column("component", overflow="fold")
     for column in ("A", "B", "delta"):
@@ -186,14 +224,6 @@ def diff_command(
             continue  # one component: the total is that component, row for row
         table.add_row(delta.component, _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True))
     console.print(table)
-    if not rows:
-        console.print(f"examples: none changed ({plural(result.shared, 'example')} compared)", highlight=False)
-    else:
-        _print_examples(rows[:examples], len(rows), prompts, short, per_component=not single)
-    if result.only_in_a or result.only_in_b:
-        console.print(
-            f"examples only in A: {len(result.only_in_a):,}, only in B: {len(result.only_in_b):,} (not compared)"
-        )
 
 
 def _print_examples(

@@ -15,7 +15,7 @@ from rich.text import Text
 from benchmax.cli._output import fit_table, plural
 from benchmax.client import ROLES, Outage, calls_from_meta, merge_figures
 from benchmax.runner import RunVerdict
-from benchmax.store import DataDigest, Provenance, RunStats, Sample
+from benchmax.store import DataDigest, EnvFigures, Provenance, RunStats, Sample
 
 _MAX_EXAMPLE_ROWS = 15
 
@@ -28,19 +28,22 @@ def render_summary(
     outages: Sequence[Outage] = (),
     cost: Mapping[str, Any] | None = None,
 ) -> None:
-    components = Table(title="reward components (after zero-fill)", title_justify="left")
-    for column in ("component", "mean", "std", "min", "max", "filled"):
-        components.add_column(column, justify="left" if column == "component" else "right")
-    for name, figures in stats.components.items():
-        components.add_row(
-            name,
-            f"{figures.mean:.4f}",
-            f"{figures.std:.4f}",
-            f"{figures.min:.4g}",
-            f"{figures.max:.4g}",
-            str(figures.filled),
-        )
-    console.print(components)
+    if stats.several_envs:
+        render_suite(console, stats.envs)  # a component's figures over the run would mix envs
+    else:
+        components = Table(title="reward components (after zero-fill)", title_justify="left")
+        for column in ("component", "mean", "std", "min", "max", "filled"):
+            components.add_column(column, justify="left" if column == "component" else "right")
+        for name, figures in stats.components.items():
+            components.add_row(
+                name,
+                f"{figures.mean:.4f}",
+                f"{figures.std:.4f}",
+                f"{figures.min:.4g}",
+                f"{figures.max:.4g}",
+                str(figures.filled),
+            )
+        console.print(components)
 
     overview = Table(title="run", title_justify="left", show_header=False)
     overview.add_column("figure")
@@ -102,6 +105,48 @@ def render_summary(
 
     render_examples(console, stats)
     render_samples(console, stats.samples)
+
+
+def render_suite(console: Console, envs: Sequence[EnvFigures]) -> None:
+    """The suite table of a run of several envs: one row per env, its pass rate and each
+    component's mean over that env's rollouts ("-": the env does not emit it).
+
+    One row per env while that fits the console; else one row per env and figure, so a
+    suite of many components still reads in 80 columns without cutting a name."""
+    names = sorted({name for figures in envs for name in figures.components})
+    title = "per env (components after zero-fill, within each env)"
+    wide = Table(title=title, title_justify="left")
+    for column in ("env", "rollouts", "failed", "pass rate", *names):
+        wide.add_column(escape(column), justify="left" if column == "env" else "right", no_wrap=True)
+    for figures in envs:
+        wide.add_row(
+            escape(str(figures.env)),
+            f"{figures.rollouts:,}",
+            f"{figures.failed:,}",
+            f"{figures.pass_rate:.1%}",
+            *(_mean(figures.components.get(name)) for name in names),
+        )
+    fit_table(console, wide, "")
+    if sum(column.width or 0 for column in wide.columns) + 3 * len(wide.columns) + 1 <= console.width:
+        console.print(wide)
+        return
+    long = Table(title=title, title_justify="left")
+    long.add_column("env", overflow="fold")
+    long.add_column("figure", overflow="fold")
+    long.add_column("value", justify="right", no_wrap=True)
+    for index, figures in enumerate(envs):
+        if index:
+            long.add_section()
+        env = escape(str(figures.env))
+        long.add_row(env, "rollouts (failed)", f"{figures.rollouts:,} ({figures.failed:,})")
+        long.add_row("", "pass rate", f"{figures.pass_rate:.1%}")
+        for name, mean in figures.components.items():
+            long.add_row("", escape(name), _mean(mean))
+    console.print(long)
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def render_examples(console: Console, stats: RunStats) -> None:

@@ -109,10 +109,11 @@ class _Api:
         return JSONResponse(page.to_dict())
 
     def rollout(self, request: Request) -> JSONResponse:
-        record = self._run(request).rollout(request.path_params["rollout_id"])
+        run = self._run(request)
+        record = run.rollout(request.path_params["rollout_id"])
         if record is None:
             raise HTTPException(404, f"no rollout {request.path_params['rollout_id']!r} in this run")
-        return JSONResponse(record)
+        return JSONResponse(with_envs(run, record))
 
     def download(self, request: Request) -> JSONResponse:
         rollout_id = request.path_params["rollout_id"]
@@ -137,10 +138,11 @@ class _Api:
         return JSONResponse(page.to_dict())
 
     def group(self, request: Request) -> JSONResponse:
-        group = self._run(request).group(request.path_params["group_id"])
+        run = self._run(request)
+        group = run.group(request.path_params["group_id"])
         if group is None:
             raise HTTPException(404, f"no group {request.path_params['group_id']!r} in this run")
-        return JSONResponse(group)
+        return JSONResponse(with_envs(run, group))
 
     def compare(self, request: Request) -> JSONResponse:
         params = request.query_params
@@ -174,6 +176,7 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
     return {
         **overview,
         "progress": run.progress(),
+        "suite": run.suite(),
         "run_id": run_id,
         "meta": redact(run.meta()),  # the page shows every stored key, as stored
         "rescore": catalog.rescore_of(meta),
@@ -181,6 +184,14 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
         "search": "words" if run.searchable else "substring",
         "query_spec": QUERY_SPEC,
     }
+
+
+def with_envs(run: RunQueries, record: dict[str, Any]) -> dict[str, Any]:
+    """A rollout or group page's record, saying whether its run holds several envs: the page
+    names the env only then, so a run of one env reads as it always has (its ``env`` is the
+    run's own). The downloadable rollout JSON is left as the store gives it."""
+    record["several_envs"] = len(run.suite()) > 1
+    return record
 
 
 def _paging(request: Request, default_sort: str, *, descending: bool = False) -> dict[str, Any]:

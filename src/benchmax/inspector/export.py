@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.inspector import shell
-from benchmax.inspector.app import STATIC_DIR, run_overview
+from benchmax.inspector.app import STATIC_DIR, run_overview, with_envs
 from benchmax.inspector.catalog import RunCatalog
 from benchmax.store import MAX_IMAGE_URI_CHARS, MAX_PAGE, RunQueries
 
@@ -62,11 +62,11 @@ def _export_run(catalog: RunCatalog, run_id: str, folder: Path) -> None:
     }
     _page(folder / "index.html", "../../", {"view": "run", "run": run_id, "data": data})
     for group in data["groups"]:
-        record = run.group(group["group_id"])
+        record = with_envs(run, run.group(group["group_id"]))
         name = file_name(group["group_id"]) + ".html"
         _page(folder / "groups" / name, "../../../", {"view": "group", "run": run_id, "data": record})
     for row in rollouts:
-        record = run.rollout(row["rollout_id"])
+        record = with_envs(run, run.rollout(row["rollout_id"]))
         name = file_name(row["rollout_id"]) + ".html"
         _page(folder / "rollouts" / name, "../../../", {"view": "rollout", "run": run_id, "data": record})
 

@@ -32,6 +32,7 @@ from benchmax.store._reader import GroupRecord, RolloutRecord, Run, decode_turns
 from benchmax.store._run_stats import RunStats, Sample
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._search import match_query
+from benchmax.store._suite import EnvDelta, EnvFigures
 from benchmax.store._vocabulary import RUN_STATUSES, RunStatus, run_status
 from benchmax.store._writer import MAX_QUEUED_ROLLOUTS, RunWriter
 from benchmax.store._writes import GroupWrite, RolloutCost, RolloutScore, ScoredGroup, StoreError
@@ -55,6 +56,8 @@ __all__ = [
     "DataDigest",
     "DataFile",
     "Delta",
+    "EnvDelta",
+    "EnvFigures",
     "EnvIdentity",
     "ExamplePass",
     "GitState",

@@ -22,6 +22,7 @@ import orjson
 from benchmax.store import _compat
 from benchmax.store._meta import RunMeta
 from benchmax.store._query_spec import MAX_PAGE, Page
+from benchmax.store._suite import EnvDelta, env_deltas, env_figures
 
 HEADLINE = "reward"
 """The pseudo-component for each rollout's total reward."""
@@ -76,6 +77,14 @@ class RunDiff:
     shared: int = 0
     env_a: str | None = None
     env_b: str | None = None
+    envs: tuple[EnvDelta, ...] = ()
+    """Each env of either run, A beside B (see :class:`EnvDelta`): what a diff shows per env
+    when a run holds several (:attr:`several_envs`)."""
+
+    @property
+    def several_envs(self) -> bool:
+        """Whether either run holds more than one env (a mixture)."""
+        return sum(delta.a is not None for delta in self.envs) > 1 or sum(d.b is not None for d in self.envs) > 1
 
     @property
     def comparable(self) -> bool:
@@ -111,7 +120,9 @@ def example_figures(conn: sqlite3.Connection) -> dict[str, ExampleFigures]:
 def diff_runs(a: _Readable, b: _Readable) -> RunDiff:
     """Per component (overall and per shared example) deltas of run ``b`` against run ``a``."""
     result = _diff(example_figures(a._db()), example_figures(b._db()))
-    return replace(result, env_a=run_env(_meta(a._db())), env_b=run_env(_meta(b._db())))
+    meta_a, meta_b = RunMeta.from_json(_meta(a._db())), RunMeta.from_json(_meta(b._db()))
+    envs = env_deltas(env_figures(a._db(), meta_a.env_label), env_figures(b._db(), meta_b.env_label))
+    return replace(result, env_a=meta_a.env_name, env_b=meta_b.env_name, envs=envs)
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -312,8 +323,13 @@ def _page_prompts(a: Any, b: Any, example_ids: list[str]) -> dict[str, str]:
 def _with_envs(a: Any, b: Any, result: dict[str, Any]) -> dict[str, Any]:
     """The compare page's answer, with whether it is one (a shared example) and each run's env."""
     env_a, env_b = a.run_meta().env_name, b.run_meta().env_name
+    suite_a = {row["env"]: row for row in a.suite()}
+    suite_b = {row["env"]: row for row in b.suite()}
+    names = sorted(suite_a.keys() | suite_b.keys(), key=lambda name: (name is None, name or ""))
     return {
         **result,
+        # each env's figures in either run, matched by env name (never a component across envs)
+        "suite": [{"env": name, "a": suite_a.get(name), "b": suite_b.get(name)} for name in names],
         "comparable": result["common"] > 0,
         "env": {"a": env_a, "b": env_b, "same": env_a is None or env_b is None or env_a == env_b},
     }

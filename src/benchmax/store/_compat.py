@@ -187,9 +187,15 @@ def _copy_rows(conn: sqlite3.Connection, select: str) -> None:
         )
 
 
+_EXAMPLES_WITHOUT_ENV = (
+    "CREATE TEMP VIEW examples AS SELECT example_id, idx, split, payload, NULL AS env FROM main.examples"
+)
+
+
 def connect_reader(db: Path, *, mapped: bool = True) -> tuple[sqlite3.Connection, int]:
     """The one way a reader opens a run file of any layout it supports: read-only, and
-    with the current table names (a version-1 file gets its views). Returns the
+    with the current table names and columns (a version-1 file gets its views, a file
+    written before ``examples.env`` a view adding it as ``NULL``). Returns the
     connection and the file's layout version.
 
     ``bmx_json(value)`` is registered on the connection, so SQL over ``transcripts``
@@ -205,6 +211,9 @@ def connect_reader(db: Path, *, mapped: bool = True) -> tuple[sqlite3.Connection
         elif found and not _schema.has_trace_ids(conn):
             # written before rollouts were traced: read with the column, NULL (a view; the file is not touched)
             conn.execute("CREATE TEMP VIEW rollouts AS SELECT *, NULL AS trace_id FROM main.rollouts")
+        if not _schema.has_example_env(conn):
+            # a file written before examples.env: every example of it is of the run's one env
+            conn.execute(_EXAMPLES_WITHOUT_ENV)
         conn.create_function("bmx_json", 1, _json_text, deterministic=True)
     except BaseException:
         conn.close()

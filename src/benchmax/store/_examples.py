@@ -40,8 +40,8 @@ class ExampleSync:
             with _transaction(self._conn, self._lock):
                 before = self._conn.total_changes
                 self._conn.executemany(
-                    "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)",
-                    [(example.id, index, split, dumps(dict(example.payload))) for index, example in chunk],
+                    "INSERT OR IGNORE INTO examples (example_id, idx, split, payload, env) VALUES (?, ?, ?, ?, ?)",
+                    [(example.id, index, split, dumps(dict(example.payload)), example.env) for index, example in chunk],
                 )
                 added += self._conn.total_changes - before
         return added
@@ -139,10 +139,10 @@ class ExampleSync:
             )
 
     def _store_chunk(self, split: str, chunk: list[tuple[int, Example]]) -> None:
-        rows = [(example.id, index, split, dumps(dict(example.payload))) for index, example in chunk]
+        rows = [(example.id, index, split, dumps(dict(example.payload)), example.env) for index, example in chunk]
         with _transaction(self._conn, self._lock):
             self._conn.executemany(
-                "INSERT OR IGNORE INTO examples (example_id, idx, split, payload) VALUES (?, ?, ?, ?)", rows
+                "INSERT OR IGNORE INTO examples (example_id, idx, split, payload, env) VALUES (?, ?, ?, ?, ?)", rows
             )
 
     def example_ids(self) -> list[str]:

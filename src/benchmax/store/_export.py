@@ -5,7 +5,8 @@ stays flat however big the run. Transcripts are stored as JSON already, so the
 JSON Lines export splices that JSON into each line as is (``orjson.Fragment``)
 instead of parsing and re-encoding it.
 
-Each rollout carries its example's fields (``example_args``: the payload beyond
+Each rollout carries its env (``env``: its example's in a mixture, the run's in a run of
+one env, so exports of both compare), its example's fields (``example_args``: the payload beyond
 ``prompt_messages``, what the reward read) and its ``advantage`` within its group
 (``_advantage``, as the inspector shows it). In Parquet the reward components are
 real columns, ``reward.<component>`` (after the zero-fill) and
@@ -337,6 +338,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
     fragment, dumps, texts = orjson.Fragment, orjson.dumps, _codec.unpack_many
     samplings: dict[Any, Any] = {None: fragment(_NULL)}
     with_logs = _has_logs(run)
+    label = run.env_label
     lines: list[bytes] = []
     for rows in chunks:
         extras = _Extras(run, rows, with_logs=with_logs)
@@ -356,6 +358,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
                 "rollout_id": rollout_id,
                 "group_id": row[2],
                 "example_id": example_id,
+                "env": label if row[24] is None else row[24],
                 "sample_index": row[4],
                 "step": row[5],
                 "batch": row[6],
@@ -402,6 +405,7 @@ def _schema(components: Sequence[str]) -> Any:
             ("rollout_id", pa.string()),
             ("group_id", pa.string()),
             ("example_id", pa.string()),
+            ("env", pa.string()),
             ("sample_index", pa.int64()),
             ("step", pa.int64()),
             ("batch", pa.int64()),
@@ -445,6 +449,7 @@ def _arrow_batches(
     texts = _codec.unpack_many
     samplings: dict[Any, bytes] = {None: _NULL}
     with_logs = _has_logs(run)
+    label = run.env_label
     batches = []
     count = 0
     for rows in chunks:
@@ -453,14 +458,15 @@ def _arrow_batches(
         (
             seqs, rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
             totals, prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, ended_at, seconds,
-            final_texts, messages, turns, sampling, scored, trace_ids,
+            final_texts, messages, turns, sampling, scored, trace_ids, envs,
         ) = zip(*rows, strict=True)  # fmt: skip
         per_row = [rewards.get(seq, _NO_REWARDS) for seq in seqs]
         for blob in set(sampling) - samplings.keys():
             samplings[blob] = _codec.unpack_repeated(blob) if blob else _NULL
+        env_names = [label if env is None else env for env in envs]
         columns = [
-            rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
-            [bool(value) for value in scored], totals,
+            rollout_ids, group_ids, example_ids, env_names, sample_indexes, steps, batch_numbers, splits, reasons,
+            errors, [bool(value) for value in scored], totals,
             *([values.get(name) for values, _, _ in per_row] for name in components),
             *([raw.get(name) for _, raw, _ in per_row] for name in components),
             [filled for _, _, filled in per_row],

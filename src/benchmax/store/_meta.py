@@ -104,6 +104,13 @@ class RunMeta:
         """The env a run ran: its class, else the spec its config names."""
         return self.env_class or (str(self.config["env"]) if self.config and self.config.get("env") else None)
 
+    @property
+    def env_label(self) -> str | None:
+        """The env name a one-env run's rollouts carry: the spec it was run with (a mixture names
+        its members by theirs, so a single run and a mixture's member compare), else its class."""
+        spec = self.config.get("env") if self.config else None
+        return spec if isinstance(spec, str) and spec else self.env_class
+
     @classmethod
     def from_json(cls, values: Mapping[str, Any]) -> RunMeta:
         """The record of a stored meta table (key -> decoded JSON); tolerant of any older or newer run.

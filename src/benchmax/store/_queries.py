@@ -22,6 +22,7 @@ from benchmax.store._items import ItemQueries
 from benchmax.store._meta import RunMeta
 from benchmax.store._query_rows import _loads
 from benchmax.store._search import search_words
+from benchmax.store._suite import env_figures, suite_row
 from benchmax.store._tables import TableQueries
 
 
@@ -124,6 +125,13 @@ class RunQueries(TableQueries, ItemQueries):
     def stats(self) -> _run_stats.RunStats:
         """The same figures as the CLI summary prints."""
         return self._cached("stats", lambda: _run_stats.run_stats(self._conn(), meta=self.run_meta()))
+
+    def suite(self) -> list[dict[str, Any]]:
+        """The run's figures per env (:meth:`Run.suite`'s rows as JSON): one row per env, its pass
+        rate and each component's mean over that env's rollouts (never over the run)."""
+        return self._cached(
+            "suite", lambda: [suite_row(figures) for figures in env_figures(self._conn(), self._env_label())]
+        )
 
     def search_words(self, seqs: Sequence[int]) -> dict[int, list[str]]:
         """The words text search matches in each rollout's answer, error and ids (see :func:`match_query`)."""

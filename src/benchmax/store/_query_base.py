@@ -13,10 +13,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+import orjson
+
 from benchmax.store import _compat, _schema
 from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
+from benchmax.store._meta import RunMeta
 from benchmax.store._query_spec import Page
 
 _CACHED_PAGES = 256
@@ -63,6 +66,24 @@ class QueryBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _env_label(self) -> str | None:
+        """The env of a rollout whose example names none: the run's own (a run of one env)."""
+        values = {}
+        for key, value in self._all("SELECT key, value FROM meta WHERE key IN ('env_class', 'config')"):
+            try:
+                values[key] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+        return RunMeta.from_json(values).env_label
+
+    def _label_envs(self, records: Iterable[dict[str, Any]]) -> None:
+        """Name each record's env: its example's, else the run's (:meth:`_env_label`)."""
+        label = None
+        for record in records:
+            if record.get("env") is None:
+                label = label or self._env_label()
+                record["env"] = label
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn().execute(sql, tuple(params)).fetchall()

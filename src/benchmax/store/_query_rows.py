@@ -15,21 +15,25 @@ SNIPPET_CHARS = 240
 _ROW_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, "
     "r.termination_reason, r.error, r.scored, r.reward, r.prompt_tokens, r.completion_tokens, "
-    "r.num_turns, r.num_tool_calls, r.started_at, r.seconds, r.final_text"
+    "r.num_turns, r.num_tool_calls, r.started_at, r.seconds, r.final_text,"
+    " (SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id)"
 )
+"""A rollout row's columns; the last, its example's env, is ``NULL`` in a run of one env (the
+reader names it by the run's: ``QueryBase._label_envs``)."""
 
 
 def _rollout_row(row: Sequence[Any], snippet: int) -> dict[str, Any]:
     (
         seq, rollout_id, group_id, example_id, sample_index, step, batch, reason, error, scored,
         reward, prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, seconds,
-        final_text,
+        final_text, env,
     ) = row  # fmt: skip
     return {
         "seq": seq,
         "rollout_id": rollout_id,
         "group_id": group_id,
         "example_id": example_id,
+        "env": env,
         "sample_index": sample_index,
         "step": step,
         "batch": batch,

@@ -51,6 +51,8 @@ class RolloutFilter:
     failed: bool | None = None
     step: int | None = None
     """A training run's step (the rollouts that step generated)."""
+    env: str | None = None
+    """The env of the rollouts kept (a mixture's member; a run of one env names its own)."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], getlist: Callable[[str], list[str]] | None = None) -> RolloutFilter:
@@ -67,6 +69,7 @@ class RolloutFilter:
             in_transcript=params.get("transcript") == "1",
             failed={"1": True, "0": False}.get(params.get("failed") or ""),
             step=_step(params.get("step")),
+            env=params.get("env") or None,
         )
 
 
@@ -89,6 +92,7 @@ QUERY_SPEC: dict[str, Any] = {
             {"param": "group", "op": "eq", "field": "group_id"},
             {"param": "failed", "op": "flag", "field": "scored", "true_means": False},
             {"param": "step", "op": "number", "field": "step"},
+            {"param": "env", "op": "eq", "field": "env"},
             {"param": "c", "op": "component_range", "low": "cmin", "high": "cmax"},
             {
                 "param": "q",

@@ -15,6 +15,7 @@ from benchmax.store import _codec, _compat, _run_stats, _schema
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
 from benchmax.store._meta import RunMeta
+from benchmax.store._suite import EnvFigures, env_figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,9 @@ class RolloutRecord:
     scored: bool
     trace_id: str | None = None
     """The rollout's OpenTelemetry trace id when it was traced (``--otel-endpoint``; docs/telemetry.md)."""
+    env: str | None = None
+    """The env of the rollout's example: its name in a mixture, the run's env (its metadata's
+    :attr:`~benchmax.store.RunMeta.env_label`) in a run of one env."""
 
     def to_dict(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
@@ -76,13 +80,19 @@ class GroupRecord:
     size: int
     started_at: float | None
     ended_at: float | None
+    env: str | None = None
+    """The env of the group's example (as :attr:`RolloutRecord.env`)."""
 
 
 ROLLOUT_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
     " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored, r.trace_id"
+    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored, r.trace_id, e.env"
 )
+ROLLOUT_SOURCE = (
+    "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq LEFT JOIN examples AS e ON e.example_id = r.example_id"
+)
+"""What ``ROLLOUT_COLUMNS`` select from: ``e.env`` is ``NULL`` in a run of one env (see :attr:`Run.env_label`)."""
 _CHUNK = 512
 
 
@@ -98,6 +108,8 @@ class Run:
         db = _schema.locate(path)
         self.path = db.parent
         self._conn, self.layout = _compat.connect_reader(db)
+        self.env_label = self.run_meta.env_label
+        """The env a rollout of no named env belongs to: the run's own (a run of one env)."""
 
     def __enter__(self) -> Run:
         return self
@@ -148,8 +160,10 @@ class Run:
 
     def iter_groups(self) -> Iterator[GroupRecord]:
         cursor = self._conn.execute(
-            "SELECT group_id, example_id, example_idx, batch, step, size, started_at, ended_at "
-            "FROM groups ORDER BY example_idx, step"
+            "SELECT g.group_id, g.example_id, g.example_idx, g.batch, g.step, g.size, g.started_at, g.ended_at,"
+            " COALESCE(e.env, ?) FROM groups AS g LEFT JOIN examples AS e ON e.example_id = g.example_id"
+            " ORDER BY g.example_idx, g.step",
+            (self.env_label,),
         )
         while rows := cursor.fetchmany(_CHUNK):
             yield from (GroupRecord(*row) for row in rows)
@@ -159,7 +173,7 @@ class Run:
         for rows in self.rollout_rows(group_id=group_id, example_id=example_id):
             rewards = self.rewards_of([row[0] for row in rows])
             for row in rows:
-                yield _record(row, rewards.get(row[0], {}))
+                yield _record(row, rewards.get(row[0], {}), self.env_label)
 
     def rollout_rows(
         self, *, group_id: str | None = None, example_id: str | None = None, chunk: int = _CHUNK
@@ -173,7 +187,7 @@ class Run:
             where = "WHERE " + " OR ".join("r.seq BETWEEN ? AND ?" for _ in ranges)
             params = tuple(value for pair in ranges for value in pair)
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq {where}"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} {where}"
             " ORDER BY r.seq",
             params,
         )
@@ -183,7 +197,7 @@ class Run:
     def rollout_rows_between(self, first: int, last: int, *, chunk: int = _CHUNK) -> Iterator[list[tuple[Any, ...]]]:
         """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks."""
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
             " WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq",
             (first, last),
         )
@@ -207,13 +221,13 @@ class Run:
 
     def rollout(self, rollout_id: str) -> RolloutRecord:
         row = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
             " WHERE r.rollout_id = ?",
             (rollout_id,),
         ).fetchone()
         if row is None:
             raise KeyError(f"no rollout {rollout_id!r} in {self.path}")
-        return _record(row, self.rewards_of([row[0]]).get(row[0], {}))
+        return _record(row, self.rewards_of([row[0]]).get(row[0], {}), self.env_label)
 
     def logs(self, *, rollout_id: str | None = None, group_id: str | None = None) -> list[LogEntry]:
         if rollout_id is not None:
@@ -241,6 +255,15 @@ class Run:
     ) -> _run_stats.RunStats:
         """The run's summary figures (see :class:`RunStats`); ``examples`` lowest-passing examples listed."""
         return _run_stats.run_stats(self._conn, meta=self.run_meta, pass_threshold=pass_threshold, examples=examples)
+
+    def suite(self) -> tuple[EnvFigures, ...]:
+        """The run's figures per env, one :class:`EnvFigures` each, in name order (one row for a
+        run of one env, named by :attr:`env_label`): a component's mean is never taken across envs."""
+        return env_figures(self._conn, self.env_label)
+
+    def envs(self) -> tuple[str | None, ...]:
+        """The envs of the run's rollouts, in name order (a mixture's members; the run's own env alone)."""
+        return tuple(figures.env for figures in self.suite())
 
     def short_ids(self, example_ids: Sequence[str], *, among: Sequence[Run] = ()) -> dict[str, str]:
         """``{full id: short id}`` unique in this run (and in each of ``among``, for a table of several runs)."""
@@ -286,7 +309,9 @@ def _runs(values: Sequence[int], gap: int = 64) -> Iterator[tuple[int, int]]:
     yield start, previous
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, bool]]) -> RolloutRecord:
+def _record(
+    row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, bool]], env_label: str | None
+) -> RolloutRecord:
     (
         _seq,
         rollout_id,
@@ -312,6 +337,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         sampling,
         scored,
         trace,
+        env,
     ) = row
     return RolloutRecord(
         rollout_id=rollout_id,
@@ -340,4 +366,5 @@ def _record(row: sqlite3.Row | tuple[Any, ...], rewards: dict[str, tuple[float, 
         sampling=_codec.decode(sampling) if sampling else None,
         scored=bool(scored),
         trace_id=trace,
+        env=env if env is not None else env_label,
     )

@@ -31,6 +31,7 @@ from benchmax.store._figures import (
 from benchmax.store._ids import short_ids
 from benchmax.store._kept import data_stamp, kept
 from benchmax.store._meta import RunMeta
+from benchmax.store._suite import EnvFigures, env_figures, names_envs
 
 SUMMARY_EXAMPLES = 15
 
@@ -94,6 +95,13 @@ class RunStats:
     samples: tuple[Sample, ...] = field(default=())
     """A few rollouts to read whole: the first that passed, the first scored one that did not,
     the first operational failure (each when there is one)."""
+    envs: tuple[EnvFigures, ...] = field(default=())
+    """The figures per env of a run that names its envs (a mixture; see :meth:`Run.suite`);
+    empty for a run of one env, whose figures are the run's."""
+
+    @property
+    def several_envs(self) -> bool:
+        return len(self.envs) > 1
 
     @property
     def every_example_passes(self) -> bool:
@@ -159,6 +167,7 @@ def run_stats(
         reason_counts=tuple(counts),
         first_errors=first_errors(conn, counts),
         samples=samples(conn, threshold),
+        envs=suite(conn, meta),
     )
 
 
@@ -208,7 +217,13 @@ def _from_kept(
         reason_counts=tuple(counts),
         first_errors=first_errors(conn, counts),
         samples=samples(conn, threshold),
+        envs=suite(conn, meta),
     )
+
+
+def suite(conn: sqlite3.Connection, meta: RunMeta) -> tuple[EnvFigures, ...]:
+    """:attr:`RunStats.envs`: the per-env figures of a run that names its envs, else none."""
+    return env_figures(conn, meta.env_label) if names_envs(conn) else ()
 
 
 _SAMPLE_SCAN = 256

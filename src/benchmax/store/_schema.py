@@ -29,6 +29,11 @@ Laid out for runs of millions of rollouts:
   fills out. ``batches`` records what each batch's last zero-fill covered, so a
   resumed run refills only what changed.
 * ``steps`` holds a training run's per-step metrics (JSON, read whole), one row a step.
+* ``examples.env`` names the env of each example in a run of several envs (a mixture;
+  ``NULL`` in a run of one env, whose env the run's metadata names). Every per-env
+  figure and the zero-fill key on it through the example. Added to layout 2 later: a
+  writer resuming an older file adds the column; a reader of one sees ``NULL``
+  (:func:`benchmax.store._compat.connect_reader`).
 
 Version 1 files (benchmax 0.3.0's first layout) stay readable: ``_compat``
 presents them under these names to a read-only connection, and a writer that
@@ -54,7 +59,8 @@ CREATE TABLE IF NOT EXISTS examples (
     example_id TEXT PRIMARY KEY,
     idx INTEGER NOT NULL,
     split TEXT NOT NULL,
-    payload TEXT NOT NULL
+    payload TEXT NOT NULL,
+    env TEXT
 );
 CREATE INDEX IF NOT EXISTS examples_by_position ON examples (idx, example_id);
 CREATE TABLE IF NOT EXISTS groups (
@@ -270,8 +276,23 @@ def create(conn: sqlite3.Connection) -> None:
     conn.executescript(SCHEMA)
     if not has_trace_ids(conn):  # a file written before rollouts were traced: the column is added, NULL for them
         conn.execute("ALTER TABLE rollouts ADD COLUMN trace_id TEXT")
+    ensure_example_env(conn)
     ensure_rollout_indexes(conn)
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+def has_example_env(conn: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether ``schema``'s ``examples`` table has the ``env`` column (files written before it lack it)."""
+    found = conn.execute(f"SELECT 1 FROM pragma_table_info('examples', '{schema}') WHERE name = 'env'").fetchone()
+    return found is not None
+
+
+def ensure_example_env(conn: sqlite3.Connection) -> None:
+    """Add ``examples.env`` to a file written before it existed (its examples keep ``NULL``: one env)."""
+    if not has_example_env(conn):
+        conn.execute("ALTER TABLE examples ADD COLUMN env TEXT")
+    # partial: empty in a run of one env, so "does this run name envs?" is one lookup
+    conn.execute("CREATE INDEX IF NOT EXISTS examples_by_env ON examples (env) WHERE env IS NOT NULL")
 
 
 def defer_rollout_indexes(conn: sqlite3.Connection) -> bool:

@@ -158,6 +158,9 @@ class TableQueries(QueryBase):
                 clause, values = self._seq_ranges(name, value)
                 clauses.append(clause)
                 params.extend(values)
+        if flt.env is not None:
+            clauses.append("COALESCE((SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id), ?) = ?")
+            params.extend((self._env_label(), flt.env))
         if flt.step is not None:
             clauses.append("r.step = ?")
             params.append(flt.step)
@@ -210,7 +213,9 @@ class TableQueries(QueryBase):
         marks = ",".join("?" * len(seqs))
         rows = self._all(f"SELECT {_ROW_COLUMNS} FROM rollouts AS r WHERE r.seq IN ({marks})", seqs)
         by_seq = {row[0]: row for row in rows}
-        return [_rollout_row(by_seq[seq], snippet) for seq in seqs if seq in by_seq]
+        records = [_rollout_row(by_seq[seq], snippet) for seq in seqs if seq in by_seq]
+        self._label_envs(records)
+        return records
 
     def rewards(self, rollout_ids: Sequence[str]) -> dict[str, dict[str, dict[str, Any]]]:
         """``{rollout_id: {component: {"value", "filled"}}}`` for the given rollouts."""

@@ -245,7 +245,11 @@ class RunWriter(ExampleSync):
         if layout > _schema.SCHEMA_VERSION:
             raise _schema.SchemaError(f"{db} was written by a newer benchmax; upgrade benchmax to rescore it")
         with _transaction(self._conn, self._lock):
-            self._conn.execute("INSERT INTO examples SELECT example_id, idx, split, payload FROM src.examples")
+            env = "env" if _schema.has_example_env(self._conn, "src") else "NULL"
+            self._conn.execute(
+                f"INSERT INTO examples (example_id, idx, split, payload, env) SELECT example_id, idx, split, payload,"
+                f" {env} FROM src.examples"
+            )
             if layout >= 2:
                 self._conn.execute("INSERT INTO transcripts SELECT * FROM src.transcripts")
                 for table in ("rollouts_fts_data", "rollouts_fts_idx"):
@@ -280,8 +284,11 @@ class RunWriter(ExampleSync):
         """Apply the batch zero-fill: a component any rollout of the batch emitted is
         filled with 0.0 (``filled = 1``) on every rollout of the batch that lacks it.
 
-        A batch already filled with nothing written to it since is left alone, so a
-        resumed run refills only the batches that changed.
+        In a run of several envs the fill stays inside an env: a component is filled only
+        into the rollouts of an env whose own rollouts emitted it in this batch (filling a
+        math env's ``exact`` into a code env's rollouts would score them on a test they
+        never took). A batch already filled with nothing written to it since is left
+        alone, so a resumed run refills only the batches that changed.
         """
         self.flush()
         with _transaction(self._conn, self._lock):
@@ -292,21 +299,14 @@ class RunWriter(ExampleSync):
                 return
             if self._conn.execute("SELECT 1 FROM batch_components WHERE batch = ? LIMIT 1", (batch,)).fetchone():
                 changes = self._conn.total_changes
-                self._conn.execute(
-                    """
-                    INSERT OR IGNORE INTO rewards (seq, component, value, filled)
-                    SELECT r.seq, c.component, 0.0, 1
-                    FROM groups AS g
-                    JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq
-                    JOIN batch_components AS c ON c.batch = g.batch
-                    WHERE g.batch = ?
-                    """,
-                    (batch,),
-                )
+                if self._conn.execute(_BATCH_HAS_ENVS, (batch,)).fetchone():
+                    self._conn.execute(_FILL_PER_ENV, (batch, batch))
+                else:
+                    self._conn.execute(_FILL_ONE_ENV, (batch,))
                 self._conn.execute(
                     "UPDATE rollouts SET reward = 0.0 WHERE seq IN (SELECT r.seq FROM groups AS g"
-                    " JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq"
-                    " WHERE g.batch = ? AND r.reward IS NULL)",
+                    " JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq WHERE g.batch = ?"
+                    " AND r.reward IS NULL AND EXISTS (SELECT 1 FROM rewards AS w WHERE w.seq = r.seq))",
                     (batch,),
                 )
                 if self._conn.total_changes != changes:  # else the written figures already count every value
@@ -462,6 +462,42 @@ class RunWriter(ExampleSync):
             f"SELECT group_seq, group_id FROM groups WHERE group_id IN ({marks})", tuple(group_ids)
         ).fetchall():
             _delete_group(self._conn, group_seq, group_id, self._threshold)
+
+
+_FILL_ONE_ENV = """
+INSERT OR IGNORE INTO rewards (seq, component, value, filled)
+SELECT r.seq, c.component, 0.0, 1
+FROM groups AS g
+JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq
+JOIN batch_components AS c ON c.batch = g.batch
+WHERE g.batch = ?
+"""
+"""The fill of a batch of one env: every component the batch emitted, on every rollout of it."""
+
+_BATCH_HAS_ENVS = (
+    "SELECT 1 FROM groups AS g JOIN examples AS e ON e.example_id = g.example_id"
+    " WHERE g.batch = ? AND e.env IS NOT NULL LIMIT 1"
+)
+
+_FILL_PER_ENV = """
+WITH batch_rollouts AS (
+    SELECT r.seq AS seq, e.env AS env
+    FROM groups AS g
+    JOIN rollouts AS r ON r.seq BETWEEN g.first_seq AND g.last_seq
+    LEFT JOIN examples AS e ON e.example_id = g.example_id
+    WHERE g.batch = ?
+),
+emitted AS (
+    SELECT DISTINCT b.env AS env, w.component AS component
+    FROM batch_rollouts AS b JOIN rewards AS w ON w.seq = b.seq
+    WHERE w.filled = 0 AND w.component IN (SELECT component FROM batch_components WHERE batch = ?)
+)
+INSERT OR IGNORE INTO rewards (seq, component, value, filled)
+SELECT b.seq, c.component, 0.0, 1
+FROM batch_rollouts AS b JOIN emitted AS c ON c.env IS b.env
+"""
+"""The fill of a batch of several envs: each env's rollouts get the components its own rollouts
+emitted (raw, ``filled = 0``) in the batch, and no other env's."""
 
 
 class _Barrier:

@@ -352,6 +352,20 @@
       fmt(entry.value), entry.filled ? h('sup', { text: 'fill' }) : null);
   }
 
+  // A run of several envs (a mixture): its suite (one row per env, from the store) has more than
+  // one row. Only then do pages name each rollout's env; a run of one env reads as it always has.
+  const severalEnvs = (suite) => Array.isArray(suite) && suite.filter(Boolean).length > 1;
+
+  // An env's mean of a component: blank (never 0) where the env does not emit that component.
+  function envMean(figures, name) {
+    const components = (figures && figures.components) || {};
+    if (!Object.prototype.hasOwnProperty.call(components, name)) return h('span', { class: 'muted', text: '—', title: `no ${name} in this env` });
+    return fmt(components[name]);
+  }
+
+  // every component any of the rows' envs emits, in name order
+  const componentUnion = (rows) => [...new Set(rows.flatMap((row) => Object.keys((row && row.components) || {})))].sort();
+
   // ---------------------------------------------------------------- charts
 
   // Bars of a histogram. Heights are proportional to counts (a non-empty bar is at least 1.5
@@ -588,11 +602,42 @@
       ...(names.length > 1 ? names.map((name) => ({ label: `Δ ${name}`, num: true, render: (row) => componentDelta(name, row.components[name]) })) : []),
     ], result.examples.rows, state, (key) => rerender({ sort: key, desc: state.sort === key && !state.desc ? '1' : state.sort === key ? '0' : '1', offset: '0' }));
     const changed = h('label', { class: 'check' }, h('input', { type: 'checkbox', checked: params.changed === '1', onchange: (event) => rerender({ changed: event.target.checked ? '1' : '', offset: '0' }) }), ' changed examples only');
+    // runs of several envs: a component's mean over a whole run would mix envs (``exact`` of a
+    // math env and of a code env), so each env is compared with itself, A beside B
+    const suite = result.suite || [];
+    const perEnv = severalEnvs(suite.map((row) => row.a)) || severalEnvs(suite.map((row) => row.b))
+      ? [h('h2', { text: 'Per env' }), h('p', { class: 'muted small', text: 'Each env of either run, A beside B: its pass rate and each component\u2019s mean over that env\u2019s rollouts; — : the run has no rollout of the env, or the env does not emit the component.' }),
+        h('div', { class: 'scroll suite-table compare-suite' }, envCompareTable(suite, a, b, deltaCell, points))]
+      : [h('h2', { text: 'Per component' }), h('div', { class: 'scroll' }, componentTable)];
     put(app, head, warnings, provenanceNote, heads,
-      h('h2', { text: 'Per component' }), h('div', { class: 'scroll' }, componentTable),
+      perEnv,
       h('h2', { text: 'Per example' }), h('div', { class: 'toolbar' }, changed),
       h('div', { class: 'scroll' }, exampleTable),
       pager(result.examples, (offset) => rerender({ offset: String(offset) })));
+  }
+
+  // One row per env of either run: A and B side by side, B − A beside them (a blank where a run
+  // has no rollout of the env, or its env does not emit the component: never a 0).
+  function envCompareTable(suite, a, b, deltaCell, points) {
+    const names = componentUnion(suite.flatMap((row) => [row.a, row.b]));
+    const both = (row, read) => (row.a && row.b ? read(row.b) - read(row.a) : null);
+    const has = (side, name) => Boolean(side && Object.prototype.hasOwnProperty.call(side.components || {}, name));
+    const blank = () => h('span', { class: 'muted', text: '—' });
+    const envLink = (side, run, env) => (side ? h('a', { href: link.run(run, `tab=rollouts&env=${enc(env)}`), text: side === 'a' ? 'A' : 'B', class: 'mini' }) : null);
+    return table([
+      { label: 'env', render: (row) => h('span', {}, nameNode(row.env), ' ',
+        row.env === null || row.env === undefined ? null : [envLink(row.a && 'a', a, row.env), ' ', envLink(row.b && 'b', b, row.env)]) },
+      { label: 'A rollouts', num: true, render: (row) => (row.a ? fmt(row.a.rollouts) : blank()) },
+      { label: 'B rollouts', num: true, render: (row) => (row.b ? fmt(row.b.rollouts) : blank()) },
+      { label: 'A pass', num: true, render: (row) => (row.a ? pct(row.a.pass_rate) : blank()) },
+      { label: 'B pass', num: true, render: (row) => (row.b ? pct(row.b.pass_rate) : blank()) },
+      { label: 'Δ pass', num: true, render: (row) => (row.a && row.b ? deltaCell(both(row, (x) => x.pass_rate), points) : blank()) },
+      ...names.flatMap((name) => [
+        { label: `A ${name}`, num: true, render: (row) => (row.a ? envMean(row.a, name) : blank()) },
+        { label: `B ${name}`, num: true, render: (row) => (row.b ? envMean(row.b, name) : blank()) },
+        { label: `Δ ${name}`, num: true, render: (row) => (has(row.a, name) && has(row.b, name) ? deltaCell(row.b.components[name] - row.a.components[name]) : blank()) },
+      ]),
+    ], suite);
   }
 
   // ---------------------------------------------------------------- run page
@@ -602,7 +647,7 @@
     examples: { sort: 'idx', desc: '0', limit: '50' },
     groups: { sort: 'order', desc: '0', limit: '50' },
   };
-  const FILTER_KEYS = ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal', 'step'];
+  const FILTER_KEYS = ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'no_signal', 'step', 'env'];
   let poller = null;
 
   async function runView(r) {
@@ -616,11 +661,55 @@
     const tabArea = h('div', { class: 'tab-area' });
     const tabs = h('nav', { class: 'tabs', role: 'tablist' });
     const title = h('section', { class: 'head' });
+    const suiteArea = h('section', { class: 'suite', hidden: true });
 
     function update(changes, reload = true) {
       Object.assign(state, changes);
       setQuery(state);
+      if ('env' in changes) drawSuite();
       if (reload) drawTab();
+    }
+
+    // A run of several envs: one row per env (rollouts, failures, pass rate, each component's
+    // mean over that env's rollouts only), sorted in the page (ssort/sdesc keep it in the URL);
+    // an env's name filters the rollouts table to it.
+    const SUITE_SORTS = { env: (row) => row.env, rollouts: (row) => row.rollouts, failed: (row) => row.failed, pass_rate: (row) => row.pass_rate };
+    function drawSuite() {
+      const rows = overview.suite || [];
+      suiteArea.hidden = !severalEnvs(rows);
+      if (suiteArea.hidden) { clear(suiteArea); return; }
+      const names = componentUnion(rows);
+      const sort = state.ssort && (SUITE_SORTS[state.ssort] || (state.ssort.startsWith('c:') && names.includes(state.ssort.slice(2)))) ? state.ssort : 'env';
+      const desc = state.sdesc === '1';
+      const key = SUITE_SORTS[sort] || ((row) => (row.components || {})[sort.slice(2)]);
+      const sorted = rows.slice().sort((x, y) => compareValues(key(x), key(y), desc) || compareValues(x.env, y.env, false));
+      const onSort = (next) => {
+        const before = location.search;
+        Object.assign(state, { ssort: next, sdesc: next === sort ? (desc ? '0' : '1') : (next === 'env' ? '0' : '1') });
+        setQuery(state);
+        // the rollouts table on screen still answers its own parameters, which did not change
+        if (tabArea.dataset.drawn === before) tabArea.dataset.drawn = location.search;
+        drawSuite();
+      };
+      const pick = (env) => (event) => {
+        event.preventDefault();
+        const changes = { tab: 'rollouts', offset: '0' };
+        if (state.tab !== 'rollouts') for (const k of [...FILTER_KEYS, 'sort', 'desc']) changes[k] = '';
+        changes.env = env;
+        update(changes);
+      };
+      const columns = [
+        { label: 'env', sort: 'env', render: (row) => (row.env === null || row.env === undefined ? nameNode(null)
+          : h('a', { href: link.run(run, `tab=rollouts&env=${enc(row.env)}`), class: 'env-link', title: `show the rollouts of this env`, onclick: pick(row.env) }, nameNode(row.env))) },
+        { label: 'rollouts', sort: 'rollouts', num: true, render: (row) => fmt(row.rollouts) },
+        { label: 'failed', sort: 'failed', num: true, render: (row) => h('span', { class: row.failed ? 'warn-text' : null, text: fmt(row.failed) }) },
+        { label: 'pass rate', sort: 'pass_rate', num: true, render: (row) => pct(row.pass_rate) },
+        ...names.map((name) => ({ label: name, sort: `c:${name}`, num: true, title: `mean of ${name} over the env's rollouts`, render: (row) => envMean(row, name) })),
+      ];
+      put(suiteArea,
+        h('h2', { text: 'Per env' }),
+        h('p', { class: 'muted small', text: `${plural(rows.length, 'env')} in this run · each component's mean is over its own env's rollouts (after the zero-fill within that env) · — : the env does not emit it` }),
+        h('div', { class: 'scroll suite-table' }, table(columns, sorted, { sort, desc }, onSort, (row) => (state.env && state.env === row.env ? 'current-env' : null))));
     }
 
     function drawHead() {
@@ -791,10 +880,17 @@
     }
 
     async function rolloutsTab() {
-      const params = tableParams('rollouts', ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'step']);
+      const params = tableParams('rollouts', ['reason', 'example', 'group', 'c', 'cmin', 'cmax', 'q', 'transcript', 'failed', 'step', 'env']);
       const page = await data.rollouts(run, params);
       const names = Object.keys(overview.components);
       const filters = h('form', { class: 'filters', onsubmit: (event) => event.preventDefault() });
+      // a run of several envs: which env's rollouts (an env asked for in the URL is always offered)
+      const envs = (overview.suite || []).filter((x) => x.env !== null && x.env !== undefined);
+      const several = severalEnvs(overview.suite);
+      const envOptions = envs.map((x) => ({ value: String(x.env), text: `${x.env} (${fmt(x.rollouts)})` }));
+      if (state.env && !envOptions.some((x) => x.value === state.env)) envOptions.push({ value: state.env, text: `${state.env} (none)` });
+      const envSelect = several || state.env ? h('select', { name: 'env', 'aria-label': 'env', onchange: (e) => update({ env: e.target.value, offset: '0' }) },
+        h('option', { value: '', text: 'any env' }), envOptions.map((x) => h('option', { value: x.value, text: x.text, selected: state.env === x.value }))) : null;
       const reasonSelect = h('select', { name: 'reason', 'aria-label': 'termination reason', onchange: (e) => update({ reason: e.target.value, offset: '0' }) },
         h('option', { value: '', text: 'any reason' }), overview.reasons.map((x) => h('option', { value: x.reason, text: `${x.reason} (${fmt(x.count)})`, selected: state.reason === x.reason })));
       const failedSelect = h('select', { name: 'failed', 'aria-label': 'scored or failed', onchange: (e) => update({ failed: e.target.value, offset: '0' }) },
@@ -808,11 +904,13 @@
       const inTranscript = h('label', { class: 'check', title: 'also search every message (slower on big runs)' }, h('input', { type: 'checkbox', name: 'transcript', checked: state.transcript === '1', disabled: STATIC, onchange: (e) => update({ transcript: e.target.checked ? '1' : '', offset: '0' }) }), ' whole transcript');
       const reset = h('button', { type: 'button', text: 'clear filters', onclick: () => { const blank = { offset: '0' }; for (const key of FILTER_KEYS) blank[key] = ''; update(blank); } });
       const stepInput = h('input', { type: 'number', min: '0', step: '1', name: 'step', placeholder: 'step', value: state.step || '', class: 'short', 'aria-label': 'training step', onchange: (e) => update({ step: e.target.value, offset: '0' }) });
+      if (envSelect) filters.append(envSelect);
       filters.append(reasonSelect, failedSelect, compSelect, numberInput('cmin', 'min'), numberInput('cmax', 'max'), example, stepInput, search, inTranscript, reset);
       const tstate = { sort: params.sort, desc: params.desc === '1' };
       const columns = [
         { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
         { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: shortened(row.rollout_id, row), title: row.rollout_id, class: 'id' }) },
+        ...(several ? [{ label: 'env', render: (row) => nameNode(row.env) }] : []),
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: `group · ${row.sample_index}`, class: 'mini', title: row.group_id }) },
         { label: 'reason', sort: 'termination_reason', render: (row) => reasonBadge(row.termination_reason, row.scored) },
         { label: 'reward', num: true, sort: 'reward', render: (row) => fmt(row.reward) },
@@ -927,10 +1025,11 @@
       return h('div', { class: 'card' }, h('h3', { text: 'Run metadata (secrets redacted)' }), longText(JSON.stringify(overview.meta, null, 2), 20000, 400));
     }
 
-    put(app, title, cards, charts, tabs, tabArea);
+    put(app, title, cards, charts, suiteArea, tabs, tabArea);
     drawHead();
     drawCards();
     drawCharts();
+    drawSuite();
     const distributions = loadDistributions();
     await drawTab();
     await distributions;
@@ -954,6 +1053,7 @@
             drawHead();
             drawCards();
             drawCharts();
+            drawSuite();
             if (state.tab !== 'config') await drawTab();
             await loadDistributions();
           }
@@ -1162,6 +1262,16 @@
 
   // ---------------------------------------------------------------- group view
 
+  // The env of a group's or a rollout's example, linked to the run's rollouts of that env; only
+  // in a run of several envs (groups never mix envs, so a group's siblings share their env).
+  function envLine(run, record) {
+    if (!record.several_envs) return null;
+    const siblings = Array.isArray(record.siblings) ? record.siblings : [];
+    const env = record.env ?? (siblings.length ? siblings[0].env : null);
+    if (env === null || env === undefined) return null;
+    return h('span', { class: 'env-line' }, 'env ', h('a', { href: link.run(run, `tab=rollouts&env=${enc(env)}`), class: 'env-link', title: 'the run\u2019s rollouts of this env' }, nameNode(env)), ' · ');
+  }
+
   async function groupView(r) {
     const group = await data.group(r.run, r.id);
     crumbs(['runs', link.runs()], [r.run, link.run(r.run)], [`group ${shortened(group.group_id, group)}`, null]);
@@ -1173,7 +1283,7 @@
     const promptMessages = example && example.payload && Array.isArray(example.payload.prompt_messages) ? example.payload.prompt_messages : [];
     const head = h('section', { class: 'head' },
       h('h1', {}, `group `, h('span', { class: 'id', text: shortened(group.group_id, group), title: group.group_id }), ' ', group.no_signal ? badge('no learning signal', 'warn') : null),
-      h('p', { class: 'muted', text: `example ${shortId(group)} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}` }));
+      h('p', { class: 'muted' }, envLine(r.run, group), `example ${shortId(group)} · batch ${group.batch}${group.step !== null ? ` · step ${group.step}` : ''} · ${plural(group.siblings.length, 'sibling')}`));
     const stats = h('div', { class: 'cards' },
       statCard('group mean', fmt(group.mean), 'total reward'),
       statCard('group std', fmt(group.std), group.std > 0 ? 'advantage = (reward − mean) / std' : 'all siblings tie: advantages are 0'),
@@ -1216,6 +1326,7 @@
     const navLink = (id, label, rel) => (id ? h('a', { href: link.rollout(r.run, id), class: 'button', text: label, rel }) : h('span', { class: 'button disabled', text: label }));
     const exportable = { ...rec };
     delete exportable.nav;
+    delete exportable.several_envs;  // the page's, not the rollout's (the download has neither)
     const json = JSON.stringify(exportable, null, 2);
     const copyButton = h('button', { type: 'button', class: 'button', text: 'copy JSON' });
     copyButton.addEventListener('click', () => copyText(json, copyButton));
@@ -1228,7 +1339,7 @@
       h('span', { class: 'spacer' }), copyButton, download);
     const head = h('section', { class: 'head' },
       h('h1', {}, h('span', { class: 'id', text: shortened(rec.rollout_id, rec), title: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
-      h('p', { class: 'muted', text: `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}` }));
+      h('p', { class: 'muted' }, envLine(r.run, rec), `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}`));
     const names = Object.keys(rec.rewards);
     const advantageClass = rec.advantage > 0 ? 'up' : rec.advantage < 0 ? 'down' : 'muted';
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
