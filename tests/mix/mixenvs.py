@@ -45,13 +45,19 @@ class {cls}(BaseEnv):
 '''
 
 
-def row(answer: str, text: str) -> dict[str, object]:
-    content = f"{text}\n#answers: {json.dumps([answer])}"
+def row(answer: str, text: str, sleep: float | None = None) -> dict[str, object]:
+    content = f"{text}\n#answers: {json.dumps([answer])}" + (f"\n#sleep: {sleep}" if sleep else "")
     return {"prompt_messages": [{"role": "user", "content": content}], "answer": answer}
 
 
 def write_env(
-    root: Path, name: str, *, rows: int = 3, component: str = "correct", train_rows: int | None = None
+    root: Path,
+    name: str,
+    *,
+    rows: int = 3,
+    component: str = "correct",
+    train_rows: int | None = None,
+    sleep: float | None = None,
 ) -> Path:
     """``root/NAME/env.py`` (class ``<Name>Env``) with ``rows`` eval and ``train_rows`` train lines."""
     directory = root / name
@@ -59,6 +65,6 @@ def write_env(
     cls = name.capitalize() + "Env"
     (directory / "env.py").write_text(ENV_CODE.format(cls=cls, name=name, component=component))
     for split, count in (("eval", rows), ("train", rows if train_rows is None else train_rows)):
-        lines = [json.dumps(row(f"{name}{index}", f"{name} question {index}")) for index in range(count)]
+        lines = [json.dumps(row(f"{name}{index}", f"{name} question {index}", sleep)) for index in range(count)]
         (directory / f"{split}.jsonl").write_text("".join(line + "\n" for line in lines))
     return directory
