@@ -159,3 +159,26 @@ def test_a_stopped_mixture_resumes_running_only_each_envs_missing_groups(tmp_pat
         for name in "abc"
         if {"a": 6, "b": 4, "c": 2}[name] - before[name]
     }
+
+
+def test_a_repeated_mixture_is_answered_by_the_cache_and_diff_compares_the_two_runs(tmp_path, server):
+    envs = _envs(tmp_path)
+    common = ("--base-url", server.base_url, "--model", "scripted", "--no-progress", "--seed", "1",
+              "--cache", tmp_path / "cache")  # fmt: skip
+
+    first = run_cli("eval", *envs, *common, "--run-dir", tmp_path / "one")
+    assert first.returncode == 0, first.stdout
+    asked = len(server.requests)
+    assert asked == 6
+    second = run_cli("eval", *envs, *common, "--run-dir", tmp_path / "two")
+    assert second.returncode == 0, second.stdout
+    assert len(server.requests) == asked, "every request of the repeated mixture came from the cache"
+    assert _per_env(tmp_path / "two") == _per_env(tmp_path / "one") == {"a": 3, "b": 2, "c": 1}
+    with open_run(tmp_path / "two") as run:
+        cost = run.run_meta.cost
+    assert cost is not None and cost["calls"], cost
+
+    diff = run_cli("diff", tmp_path / "one", tmp_path / "two")
+    assert diff.returncode == 0, diff.stdout
+    assert "warning" not in diff.stdout, "two runs of one mixture are runs of the same env"
+    assert "correct" in diff.stdout
