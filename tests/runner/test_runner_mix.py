@@ -111,3 +111,31 @@ async def test_a_mixture_runs_on_ray_actors_as_it_runs_here(tmp_path, server, ra
         "b": 4,
         "c": 2,
     }
+
+
+async def test_the_provenance_records_each_envs_code_and_data_and_a_resume_names_the_env_that_changed(
+    tmp_path, server
+):
+    members = _members(tmp_path)
+    await arun(_config(tmp_path, server, MixSpec(members)))
+    with open_run(tmp_path / "run") as run:
+        provenance = run.run_meta.provenance
+    assert provenance is not None and provenance.env.kind == "mix"
+    recorded = dict(provenance.members)
+    assert list(recorded) == ["a", "b", "c"]
+    for name, member in recorded.items():
+        assert member.env.spec == str(tmp_path / "envs" / name)
+        assert member.code.sha256 and member.data is not None
+        assert [Path(item.path).name for item in member.data.files] == ["eval.jsonl"]
+    assert recorded["a"].code.sha256 != recorded["b"].code.sha256
+
+    code = tmp_path / "envs" / "b" / "env.py"
+    code.write_text(code.read_text() + "\n# changed since the run started\n")
+    data = tmp_path / "envs" / "c" / "eval.jsonl"
+    data.write_text(data.read_text().replace("c question 0", "c question zero"))
+    with pytest.raises(Exception, match="the dataset changed since this run started"):
+        await arun(_config(tmp_path, server, MixSpec(members)), resume=True)
+    with open_run(tmp_path / "run") as run:
+        changes = run.run_meta.provenance_resumes[-1].changes
+    assert [change.split(":")[0] for change in changes] == ["env 'b'", "env 'c'"], changes
+    assert changes[0].startswith("env 'b': env code differs") and changes[1].startswith("env 'c': data differs")
