@@ -182,3 +182,50 @@ def test_a_repeated_mixture_is_answered_by_the_cache_and_diff_compares_the_two_r
     assert diff.returncode == 0, diff.stdout
     assert "warning" not in diff.stdout, "two runs of one mixture are runs of the same env"
     assert "correct" in diff.stdout
+
+
+def test_rescore_takes_one_envs_new_code_and_leaves_the_others_as_stored(tmp_path, server):
+    a, b = _envs(tmp_path)[:2]
+    first = _eval(tmp_path, server, a, b)
+    assert first.returncode == 0, first.stdout
+    new_b = write_env(tmp_path / "v2", "b", rows=2, component="rescored")
+
+    result = run_cli("rescore", tmp_path / "run", "--env", f"b={new_b}", "--run-dir", tmp_path / "rescored")
+
+    assert result.returncode == 0, result.stdout
+    with open_run(tmp_path / "run") as run:
+        before = {r.rollout_id: dict(r.rewards) for r in run.rollouts()}
+    with open_run(tmp_path / "rescored") as run:
+        after = {r.rollout_id: (r.example_id, dict(r.rewards)) for r in run.rollouts()}
+        mix = RunConfig.from_meta(run.run_meta.config).mix
+        provenance = run.run_meta.provenance
+    assert set(after) == set(before)
+    # (which components are zero-filled into the other env's rollouts is the store's rule: left out here)
+    for rollout_id, (example_id, rewards) in after.items():
+        if example_id.startswith("a/"):
+            assert rewards["correct"] == before[rollout_id]["correct"] == 1.0, "env a scored by its stored code"
+            assert not rewards.get("rescored")
+        else:
+            assert rewards["rescored"] == 1.0 and not rewards.get("correct"), "env b scored by its new code"
+    assert mix is not None and [(m.name, m.spec) for m in mix.members] == [("a", str(a)), ("b", str(new_b))]
+    assert provenance is not None and dict(provenance.members)["b"].env.spec == str(new_b)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{other}"], "is a mixture of a, b: give an env's new code as --env NAME=SPEC, not ENV"),
+        (["--env", "z={other}"], "has no env named 'z' (a, b)"),
+        (["--env", "b"], "'b': write NAME=SPEC, once per env"),
+    ],
+    ids=["positional", "unknown-env", "no-spec"],
+)
+def test_rescore_of_a_mixture_refuses_what_names_no_env_of_it(tmp_path, server, args, message):
+    a, b = _envs(tmp_path)[:2]
+    assert _eval(tmp_path, server, a, b).returncode == 0
+    other = write_env(tmp_path / "v2", "b")
+
+    result = run_cli("rescore", tmp_path / "run", *(arg.format(other=other) for arg in args))
+
+    assert result.returncode == 2, result.stdout
+    assert message in " ".join(result.stdout.replace("│", " ").split()), result.stdout
