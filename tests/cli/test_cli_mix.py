@@ -229,3 +229,27 @@ def test_rescore_of_a_mixture_refuses_what_names_no_env_of_it(tmp_path, server, 
 
     assert result.returncode == 2, result.stdout
     assert message in " ".join(result.stdout.replace("│", " ").split()), result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "{a}=1", "--env", "{b}=x"], "env '{b}': weight 'x' does not parse as a number"),
+        (["--env", "{a}=0", "--env", "{b}=0.0"], "the weights of a, b sum to 0"),
+        (["--env", "{a}", "--env", "{b}", "--env-arg", "k=1"], "say which env it is for, as NAME:KEY=VALUE"),
+        (["--env", "{a}", "--env", "{broken}"], "env 'broken' ({broken}) failed to load"),
+    ],
+    ids=["weight-unparsed", "weights-zero", "plain-env-arg", "fails-to-load"],
+)
+def test_train_refuses_a_bad_mixture_before_training_naming_the_env(tmp_path, args, message):
+    a, b, _ = _envs(tmp_path)
+    broken = tmp_path / "envs" / "broken"
+    broken.mkdir()
+    (broken / "env.py").write_text("raise RuntimeError('cannot start')\n")
+    places = {"a": a, "b": b, "broken": broken}
+
+    result = run_cli("train", *(arg.format(**places) for arg in args), "--run-dir", tmp_path / "run", timeout=180)
+
+    assert result.returncode == 2, result.stdout
+    assert " ".join(message.format(**places).split()) in " ".join(result.stdout.replace("│", " ").split())
+    assert not (tmp_path / "run").exists()
