@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from benchmax.auth import ModelAuth, bind_model_auth, redact_url
-from benchmax.cli._mix import EnvMaxExamples, MixEnvs, mix_label, mix_spec
+from benchmax.cli._mix import MixOptions, mix_label, mix_spec
 from benchmax.cli._options import (
     ENV_HELP,
     CacheOptions,
@@ -58,8 +58,7 @@ EnvsArgument = Annotated[
 @with_option_groups
 def eval_command(
     envs: EnvsArgument = None,
-    mix_env: MixEnvs = [],  # noqa: B006
-    env_max_examples: EnvMaxExamples = [],  # noqa: B006
+    mixture: MixOptions = MixOptions(),
     env_options: EnvOptions = EnvOptions(),
     run: RunOptions = RunOptions(),
     endpoint: EndpointOptions = EndpointOptions(),
@@ -69,6 +68,7 @@ def eval_command(
     executor: ExecutorOptions = ExecutorOptions(),
 ) -> None:
     """Run ENV against a model; every rollout is stored as it finishes."""
+    mix_env, env_max_examples = mixture.mix_env, mixture.env_max_examples
     env = envs[0] if envs and len(envs) == 1 and not mix_env else None
     if costs.max_cost is not None and not costs.max_cost > 0:
         raise typer.BadParameter(

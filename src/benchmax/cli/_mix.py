@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import typer
 
-from benchmax.cli._options import parse_env_args
+from benchmax.cli._options import option_group, parse_env_args
 from benchmax.mix import MemberSpec, MixError, MixSpec
 from benchmax.runner import env_name
 
@@ -43,6 +44,16 @@ EnvMaxExamples = Annotated[
         show_default=False,
     ),
 ]
+
+
+@option_group("Mixture")
+@dataclass(frozen=True, slots=True)
+class MixOptions:
+    """Several envs run as one (docs/mixtures.md): each with a name, a weight and a cap of its own."""
+
+    mix_env: MixEnvs = field(default_factory=list)
+    env_max_examples: EnvMaxExamples = field(default_factory=list)
+
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

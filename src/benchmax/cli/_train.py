@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._mix import EnvMaxExamples, MixEnvs, mix_label, mix_spec
+from benchmax.cli._mix import MixOptions, mix_label, mix_spec
 from benchmax.cli._options import EnvOptions, OptionalEnvArgument, parse_env_args, with_option_groups
 from benchmax.errors import BenchmaxError
 from benchmax.mix import EnvMix, MixSpec
@@ -31,8 +31,7 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
 @with_option_groups
 def train_command(
     env: OptionalEnvArgument = None,
-    mix_env: MixEnvs = [],  # noqa: B006
-    env_max_examples: EnvMaxExamples = [],  # noqa: B006
+    mixture: MixOptions = MixOptions(),
     model: Annotated[
         str, typer.Option(rich_help_panel="Model", help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")
     ] = "embedded",
@@ -148,7 +147,7 @@ def train_command(
     ] = None,
 ) -> None:
     """Train a policy with GRPO on ENV (or a mixture: --env A=0.5 --env B=0.5); rollouts go to the run store."""
-    mix = _train_mix(env, mix_env, env_options, max_examples, env_max_examples, seed, resume)
+    mix = _train_mix(env, mixture.mix_env, env_options, max_examples, mixture.env_max_examples, seed, resume)
     if cache is not None:
         raise typer.BadParameter(
             "benchmax train never answers from a response cache: each step must sample the policy as it is now, "
