@@ -14,18 +14,20 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from benchmax.auth import ModelAuth, bind_model_auth, redact_url
+from benchmax.cli._mix import MixOptions, mix_label, mix_spec
 from benchmax.cli._options import (
+    ENV_HELP,
     CacheOptions,
     EndpointOptions,
     EnvOptions,
     ExecutorOptions,
     LimitOptions,
-    OptionalEnvArgument,
     RunOptions,
     SamplingOptions,
     TelemetryOptions,
@@ -44,10 +46,20 @@ from benchmax.store import Run
 
 console = Console(stderr=False)
 
+EnvsArgument = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="ENV",
+        help=ENV_HELP + " Several ENVs run as one mixture (docs/mixtures.md).",
+        show_default=False,
+    ),
+]
+
 
 @with_option_groups
 def eval_command(
-    env: OptionalEnvArgument = None,
+    envs: EnvsArgument = None,
+    mixture: MixOptions = MixOptions(),
     env_options: EnvOptions = EnvOptions(),
     run: RunOptions = RunOptions(),
     endpoint: EndpointOptions = EndpointOptions(),
@@ -58,6 +70,8 @@ def eval_command(
     telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Run ENV against a model; every rollout is stored as it finishes."""
+    mix_env, env_max_examples = mixture.mix_env, mixture.env_max_examples
+    env = envs[0] if envs and len(envs) == 1 and not mix_env else None
     if costs.max_cost is not None and not costs.max_cost > 0:
         raise typer.BadParameter(
             f"{costs.max_cost:g} is not a budget: give US dollars above 0", param_hint="--max-cost"
@@ -66,6 +80,11 @@ def eval_command(
     providers = env_options.providers()
     try:
         if run.resume is not None:
+            if (envs and len(envs) > 1) or mix_env:
+                raise typer.BadParameter(
+                    "--resume continues the stored run with the envs it was run with: give no ENV or --env",
+                    param_hint="--resume",
+                )
             config = _resume_config(run.resume, env, concurrency=run.concurrency, base_url=endpoint.base_url)
             config = replace(
                 config,
@@ -75,9 +94,23 @@ def eval_command(
                 engine=replace(config.engine, telemetry=telemetry.settings()),
             )
         else:
-            if env is None:
-                raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
             sampling_params = sampling.params()
+            mix = mix_spec(
+                envs or [],
+                mix_env,
+                env_args=env_options.env_arg,
+                max_examples=run.max_examples,
+                env_max_examples=env_max_examples,
+                seed=sampling.seed,
+            )
+            if mix is not None and env_options.data_dir is not None:
+                raise typer.BadParameter(
+                    "a mixture's envs each read their own data (beside their env file): --data-dir names one "
+                    "directory for one env",
+                    param_hint="--data-dir",
+                )
+            if mix is None and env is None:
+                raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
             if run.batch_size is not None and run.batch_size % run.group_size:
                 raise typer.BadParameter(
                     f"{run.batch_size} is not a multiple of --group-size {run.group_size}: "
@@ -85,11 +118,11 @@ def eval_command(
                     param_hint="--batch-size",
                 )
             config = RunConfig(
-                env=env,
-                env_kwargs=env_options.kwargs(),
+                env=env if mix is None else mix_label(mix),  # type: ignore[arg-type]
+                env_kwargs=env_options.kwargs() if mix is None else {},
                 data_dir=env_options.data_dir,
                 split=run.split,
-                max_examples=run.max_examples,
+                max_examples=run.max_examples if mix is None else None,  # a mixture caps each env
                 group_size=run.group_size,
                 concurrency=run.concurrency if run.concurrency is not None else 64,
                 batch_size=run.batch_size,
@@ -108,6 +141,7 @@ def eval_command(
                 cache=chosen_cache,
                 prices=str(costs.prices) if costs.prices is not None else None,
                 max_cost=costs.max_cost,
+                mix=mix,
             ).with_run_dir()
     except ValueError as exc:  # RunConfig's checks (replicas, credentials): the message names the option
         raise typer.BadParameter(str(exc)) from None
@@ -127,6 +161,11 @@ def _resume_config(run_dir: Path, env: str | None, *, concurrency: int | None, b
             param_hint="--resume",
         )
     stored = RunConfig.from_meta(config)
+    if env is not None and stored.mix is not None:
+        raise typer.BadParameter(
+            f"{run_dir} is a mixture of {stored.env}; resume continues it as it was: give no ENV",
+            param_hint="ENV",
+        )
     if env is not None and env != stored.env:
         raise typer.BadParameter(
             f"{run_dir} was run with ENV {stored.env!r}, not {env!r}; resume continues the stored run as it was",

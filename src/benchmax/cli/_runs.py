@@ -96,11 +96,26 @@ def rescore_command(
         ),
     ] = None,
     auth: AuthBindings = [],  # noqa: B006
+    mix_env: Annotated[
+        list[str],
+        typer.Option(
+            "--env",
+            metavar="NAME=SPEC",
+            help="In a mixture run: score env NAME with the code SPEC names (repeatable); the other envs as stored.",
+            show_default=False,
+        ),
+    ] = [],  # noqa: B006
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
     from benchmax.cli._summary import render_provenance, render_summary
 
     providers = parse_auth(auth)
+    env_specs: dict[str, str] = {}
+    for item in mix_env:
+        name, sep, spec = item.partition("=")
+        if not sep or not name or not spec or name in env_specs:
+            raise typer.BadParameter(f"{item!r}: write NAME=SPEC, once per env", param_hint="--env")
+        env_specs[name] = spec
     _open(run_dir).close()
     settings = cache_settings(cache)
     try:
@@ -117,6 +132,7 @@ def rescore_command(
                     auth=providers,
                     executor=executor,
                     ray_address=ray_address,
+                    env_specs=env_specs,
                 )
             )
     except BenchmaxError as exc:

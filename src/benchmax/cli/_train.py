@@ -9,8 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.auth import bind_model_auth
+from benchmax.cli._mix import MixOptions, mix_label, mix_spec
 from benchmax.cli._options import EnvOptions, OptionalEnvArgument, parse_env_args, with_option_groups
 from benchmax.errors import BenchmaxError
+from benchmax.mix import EnvMix, MixSpec
 
 
 def _parse_weights(values: list[str]) -> dict[str, float]:
@@ -29,6 +31,7 @@ def _parse_weights(values: list[str]) -> dict[str, float]:
 @with_option_groups
 def train_command(
     env: OptionalEnvArgument = None,
+    mixture: MixOptions = MixOptions(),
     model: Annotated[
         str, typer.Option(rich_help_panel="Model", help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")
     ] = "embedded",
@@ -143,7 +146,8 @@ def train_command(
         int | None, typer.Option(rich_help_panel="Held-out eval", help="Evaluate at most N eval examples.")
     ] = None,
 ) -> None:
-    """Train a policy with GRPO on ENV; rollouts go to the run store as training runs."""
+    """Train a policy with GRPO on ENV (or a mixture: --env A=0.5 --env B=0.5); rollouts go to the run store."""
+    mix = _train_mix(env, mixture.mix_env, env_options, max_examples, mixture.env_max_examples, seed, resume)
     if cache is not None:
         raise typer.BadParameter(
             "benchmax train never answers from a response cache: each step must sample the policy as it is now, "
@@ -181,14 +185,14 @@ def train_command(
         if env is not None and env != resumed.env:
             raise typer.BadParameter(f"{resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
         env = resumed.env
-    elif env is None:
+    elif env is None and mix is None:
         raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
     else:
         overrides = {
             "model": model,
-            "env_kwargs": env_options.kwargs(),
+            "env_kwargs": env_options.kwargs() if mix is None else {},
             "data_dir": env_options.data_dir,
-            "max_examples": max_examples,
+            "max_examples": max_examples if mix is None else None,  # a mixture caps each env
             "group_size": group_size,
             "prompts_per_step": prompts_per_step,
             "concurrency": concurrency,
@@ -215,10 +219,18 @@ def train_command(
         }
     try:
         config = resumed or TrainConfig(
-            env=env, run_dir=run_dir, resume=False, max_steps=max_steps, max_minutes=max_minutes, **overrides
+            env=env if mix is None else mix_label(mix),  # type: ignore[arg-type]
+            run_dir=run_dir,
+            resume=False,
+            max_steps=max_steps,
+            max_minutes=max_minutes,
+            **overrides,
         )
         with bind_model_auth(env_options.providers()):
-            result = train(env, config=config, reporter=StepTable())
+            if mix is None:
+                result = train(env, config=config, reporter=StepTable())  # type: ignore[arg-type]
+            else:
+                result = _train_mixture(train, mix, config)
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -248,6 +260,48 @@ def train_command(
         typer.echo(f"reward curve: {result.curve}")
     if result.curves:
         typer.echo(f"curves: {result.curves[0].parent} ({', '.join(path.stem for path in result.curves)})")
+
+
+def _train_mix(
+    env: str | None,
+    options: list[str],
+    env_options: EnvOptions,
+    max_examples: int | None,
+    env_max_examples: list[str],
+    seed: int,
+    resume: Path | None,
+) -> MixSpec | None:
+    """The mixture the command line names (checked before anything heavy is imported), or ``None``."""
+    mix = mix_spec(
+        [env] if env is not None else [],
+        options,
+        env_args=env_options.env_arg,
+        max_examples=max_examples,
+        env_max_examples=env_max_examples,
+        seed=seed,
+    )
+    if mix is not None and resume is not None:
+        raise typer.BadParameter(
+            "a training run of a mixture is resumed from its stored config: give no ENV or --env", param_hint="--resume"
+        )
+    if mix is not None and env_options.data_dir is not None:
+        raise typer.BadParameter(
+            "a mixture's envs each read their own data (beside their env file): --data-dir names one directory "
+            "for one env",
+            param_hint="--data-dir",
+        )
+    return mix
+
+
+def _train_mixture(train: Any, mix: MixSpec, config: Any) -> Any:
+    """The mixture loaded (an env that fails names itself) and trained on as the trainer's env; closed after."""
+    import asyncio
+
+    env = asyncio.run(EnvMix.load(mix))
+    try:
+        return train(env, config=config, reporter=StepTable())
+    finally:
+        asyncio.run(env.aclose())
 
 
 def _mean(value: float | None) -> str:

@@ -4,7 +4,14 @@ Scheduling, batches, zero-fill, store writes, resume, status, and the verdict
 behind the exit code; executors run the groups here or on Ray actors.
 """
 
-from benchmax.runner._config import DEFAULT_MAX_FAILURE_RATE, EMBEDDED, EXECUTORS, RunConfig, default_run_dir
+from benchmax.runner._config import (
+    DEFAULT_MAX_FAILURE_RATE,
+    EMBEDDED,
+    EXECUTORS,
+    RunConfig,
+    default_run_dir,
+    env_name,
+)
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, failed_group
 from benchmax.runner._provenance import RunOrigin, run_provenance
@@ -40,6 +47,7 @@ __all__ = [
     "arescore",
     "arun",
     "default_run_dir",
+    "env_name",
     "evaluate",
     "failed_group",
     "group_keys",

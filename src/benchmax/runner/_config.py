@@ -12,6 +12,7 @@ from benchmax.auth import BasicAuth, redact_url, split_credentials
 from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
+from benchmax.mix import MixSpec
 
 EMBEDDED = "embedded"
 """The ``base_url`` that means: start the embedded SmolLM2 model."""
@@ -70,8 +71,17 @@ class RunConfig:
     """US dollars the run may spend on model calls (all sessions together); past it the run stops, resumable."""
     credentials: BasicAuth | None = field(default=None, repr=False, compare=False)
     """The basic credentials ``base_url`` carried (never stored)."""
+    mix: MixSpec | None = None
+    """A mixture of envs run as one (``benchmax eval A B C``): its members, their weights, kwargs and
+    caps, and the seed of the training draw. ``env`` then only labels the run (the members' names);
+    ``env_kwargs`` and ``data_dir`` are per member, in ``mix``."""
 
     def __post_init__(self) -> None:
+        if self.mix is not None and (self.env_kwargs or self.data_dir is not None):
+            raise ValueError(
+                "a mixture's env kwargs and data directories are per env: give them in its members "
+                "(--env-arg NAME:KEY=VALUE), not as the run's env_kwargs or data_dir"
+            )
         urls, credentials = _base_urls(self.base_url)
         object.__setattr__(self, "base_url", urls[0] if len(urls) == 1 else urls)
         if credentials is not None:
@@ -114,6 +124,9 @@ class RunConfig:
     def with_run_dir(self, default_root: Path = Path("runs")) -> RunConfig:
         if self.run_dir is not None:
             return self
+        if self.mix is not None:
+            label = "mix-" + "-".join(member.name for member in self.mix.members)[:60]
+            return replace(self, run_dir=default_root / f"{label}-{time.strftime('%Y%m%d-%H%M%S')}")
         return replace(self, run_dir=default_run_dir(self.env, default_root))
 
     def groups_per_batch(self) -> int | None:
@@ -132,6 +145,10 @@ class RunConfig:
         data["engine"]["retry"] = asdict(self.engine.retry)
         del data["engine"]["telemetry"]  # where traces go is this session's choice (and URL), not the run's
         data["cache"] = self.cache.to_meta() if self.cache is not None else None
+        if self.mix is None:
+            del data["mix"]  # a run of one env stores what it always stored
+        else:
+            data["mix"] = self.mix.to_json()
         return data
 
     @classmethod
@@ -150,6 +167,8 @@ class RunConfig:
             if values.get(key) is not None:
                 values[key] = Path(values[key])
         values["cache"] = CacheSettings.from_meta(values.get("cache"))
+        if values.get("mix") is not None:
+            values["mix"] = MixSpec.from_json(values["mix"])
         return cls(sampling=sampling, engine=EngineConfig(**engine), **values)
 
 
@@ -187,6 +206,12 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
     directory spec, the file stem of ``path/env.py:Class``, the module of
     ``package.module:Class``, the package of an installed env.
     """
+    return root / f"{prefix}{env_name(env)}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def env_name(env: str) -> str:
+    """The env's own name, from the spec that names it (see :func:`default_run_dir`); a mixture
+    names each of its envs by it unless told another name."""
     spec = redact_url(env).rstrip("/").split("@", 1)[0]
     head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
     path = Path(head)
@@ -196,5 +221,4 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
         name = path.name
     else:
         name = head.rsplit(".", 1)[-1]
-    name = name or "run"
-    return root / f"{prefix}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return name or "run"

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from benchmax.client import CacheSettings, CallLedger, ClientPool, PoolStats, PriceTable
 from benchmax.engine import Engine, EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import Environment, RolloutFailure, RolloutOutcome, RolloutRequest, TerminationReason, implements
+from benchmax.mix import EnvMix, MixError
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -49,6 +50,12 @@ class LocalExecutor:
     model calls (the policy's and any judge's) are counted, priced with
     ``prices`` and answered from the response cache when ``cache`` is set; the
     group's result carries them (``GroupResult.calls``).
+
+    A mixture (:class:`~benchmax.mix.EnvMix`) gets one engine per member, all on
+    one client pool and one ledger, so retries, the outage gate, replicas, the
+    cache and the cost are the run's whatever env a group is of; each group goes to
+    its member's engine (by ``example.env``) with the member's own example, and its
+    outcomes come back under the mixture's example id.
     """
 
     def __init__(
@@ -61,9 +68,19 @@ class LocalExecutor:
         cache: CacheSettings | None = None,
     ) -> None:
         self.env = env
-        self.engine = Engine(env, config, clients=clients)
         self.ledger = CallLedger(prices=prices, cache=cache)
-        self._own_group = implements(env, "run_group")
+        self._mix = env if isinstance(env, EnvMix) else None
+        if self._mix is None:
+            self.engine = Engine(env, config, clients=clients)
+            self._routes: dict[str, tuple[Engine, bool]] = {}
+        else:
+            pool = clients or (config or EngineConfig()).client_pool()
+            self._routes = {
+                member.name: (Engine(member.env, config, clients=pool), implements(member.env, "run_group"))
+                for member in self._mix.members
+            }
+            self.engine = next(iter(self._routes.values()))[0]
+        self._own_group = self._mix is None and implements(env, "run_group")
 
     @property
     def clients(self) -> ClientPool:
@@ -71,22 +88,49 @@ class LocalExecutor:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.ledger.open)
-        await self.engine.start()
+        if self._mix is None:
+            await self.engine.start()
+            return
+        for name, (engine, _) in self._routes.items():  # each member's tools checked by its own engine
+            try:
+                await engine.start()
+            except Exception as exc:
+                raise MixError(f"env {name!r}: {exc}") from exc
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         with self.ledger.group() as meter:
-            if self._own_group:
+            if self._mix is not None:
+                result = await self._member_group(requests)
+            elif self._own_group:
                 result = await run_own_group(self.env, requests)
             else:
                 result = await self.engine.run_group(requests)
         return replace(result, calls=meter.log())
+
+    async def _member_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+        assert self._mix is not None
+        member, routed = self._mix.member_requests(requests)
+        engine, own_group = self._routes[member.name]
+        result = await (run_own_group(member.env, routed) if own_group else engine.run_group(routed))
+        return self._mixture_result(result, requests)
+
+    def _mixture_result(self, result: GroupResult, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+        assert self._mix is not None
+        example_id = requests[0].example.id
+        outcomes = tuple(self._mix.mixture_outcome(outcome, example_id) for outcome in result.outcomes)
+        return replace(result, outcomes=outcomes)
 
     async def rescore_group(
         self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
     ) -> GroupResult:
         """Stored transcripts scored again by the env's reward code; a judge's calls counted as in ``run_group``."""
         with self.ledger.group() as meter:
-            result = await self.engine.rescore_group(requests, stored)
+            if self._mix is not None:
+                member, routed = self._mix.member_requests(requests)
+                engine = self._routes[member.name][0]
+                result = self._mixture_result(await engine.rescore_group(routed, stored), requests)
+            else:
+                result = await self.engine.rescore_group(requests, stored)
         return replace(result, calls=meter.log())
 
     def stats(self) -> dict[str, Any]:
@@ -99,7 +143,7 @@ class LocalExecutor:
 
     async def aclose(self) -> None:
         try:
-            await self.engine.aclose()
+            await self.engine.aclose()  # the members' engines share its client pool: closed once
         finally:
             await asyncio.to_thread(self.ledger.close)
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from benchmax import __version__
 from benchmax.auth import redact_url
 from benchmax.envs import SamplingParams
 from benchmax.loading import EnvSpec
+from benchmax.mix import EnvMix
 from benchmax.runner._digest import FileDigests
 from benchmax.store import CodeDigest, DataDigest, DataFile, EnvIdentity, GitState, Provenance
 
@@ -67,6 +68,8 @@ class RunOrigin:
 
 def run_provenance(origin: RunOrigin) -> Provenance:
     """The provenance record of a run starting from ``origin`` (never raises for git or files)."""
+    if isinstance(origin.env, EnvMix):
+        return _mix_provenance(origin, origin.env)
     inherited = origin.inherited or Provenance()
     cls = origin.env if inspect.isclass(origin.env) else type(origin.env) if origin.env is not None else None
     env, root, main = _env_identity(cls, origin.spec)
@@ -96,6 +99,28 @@ def run_provenance(origin: RunOrigin) -> Provenance:
             if own is None
         ),
     )  # fmt: skip
+
+
+def _mix_provenance(origin: RunOrigin, mix: EnvMix) -> Provenance:
+    """A mixture's provenance: the run's model, endpoint and sampling, and each env's own code and data
+    (its spec, its files, the dataset it read) under its name."""
+    members = tuple(
+        (
+            member.name,
+            run_provenance(
+                RunOrigin(
+                    env=member.env,
+                    spec=EnvSpec(member.spec, member.env_kwargs) if member.spec is not None else None,
+                    dataset=mix.datasets.get(member.name),
+                )
+            ),
+        )
+        for member in mix.members
+    )
+    run = run_provenance(replace(origin, env=None, spec=None, dataset=None))
+    names = "+".join(member.name for member in mix.members)
+    identity = EnvIdentity(spec=names, class_name=f"{type(mix).__module__}.{type(mix).__qualname__}", kind="mix")
+    return replace(run, env=identity, members=members)
 
 
 def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[EnvIdentity, Path | None, Path | None]:

@@ -54,6 +54,7 @@ from benchmax.client import (
 from benchmax.engine import EngineConfig, GroupResult, StoredRollout
 from benchmax.envs import Environment, RolloutRequest, TerminationReason
 from benchmax.loading import EnvSpec
+from benchmax.mix import EnvMix, MixSpec
 from benchmax.runner._config import RunConfig
 from benchmax.runner._executor import LocalExecutor, RolloutSlots, failed_group
 from benchmax.runner._outages import _MergedOutages
@@ -92,8 +93,10 @@ class _Worker:
         prices: PriceTable | None = None,
         cache: CacheSettings | None = None,
         auth: dict[str, ModelAuth] | None = None,
+        mix: MixSpec | None = None,
     ) -> None:
         self._spec = EnvSpec(spec, kwargs)
+        self._mix = mix
         self._auth = auth or {}
         self._engine_config = engine
         self._replicas = replicas
@@ -108,7 +111,7 @@ class _Worker:
 
     async def start(self) -> dict[str, Any]:
         """Build the env here, not in ``__init__``, so its errors come back as ordinary exceptions."""
-        self._env = self._spec.load()
+        self._env = self._spec.load() if self._mix is None else await EnvMix.load(self._mix)
         self._executor = LocalExecutor(self._env, self._engine_config, prices=self._prices, cache=self._cache)
         clients = self._executor.clients
         if len(self._replicas) > 1:
@@ -223,6 +226,22 @@ class RayExecutor:
         self._prices = prices
         self._auth = portable_model_auth(auth or {}, where="Ray actors")
         self._spec = _portable_spec(config.env)
+        self._mix = (
+            None
+            if config.mix is None
+            else replace(
+                config.mix,
+                members=tuple(
+                    replace(
+                        member,
+                        spec=_portable_spec(member.spec),
+                        data_dir=member.data_dir.resolve() if member.data_dir is not None else None,
+                    )
+                    for member in config.mix.members
+                ),
+            )
+        )
+        """A mixture's members as every actor loads them (each actor holds the whole mixture)."""
         self._owns_ray = False
         self._workers: list[_Handle] = []
         self._retired: list[_Handle] = []
@@ -368,6 +387,7 @@ class RayExecutor:
             self._prices,
             self.config.cache,
             self._auth,
+            self._mix,
         )
         return _Handle(actor, name=f"ray worker {self._spawned}")
 

@@ -49,6 +49,7 @@ from benchmax.envs import (
     is_scorable,
 )
 from benchmax.loading import EnvSpec
+from benchmax.mix import EnvMix, MixSpec, with_env
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
@@ -97,6 +98,7 @@ async def arescore(
     auth: Mapping[str, ModelAuth] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    env_specs: Mapping[str, str] | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
@@ -111,6 +113,8 @@ async def arescore(
     the shipped table (default: ``$BENCHMAX_PRICES``). ``auth`` is bound for the env's
     ``InjectedAuth`` names in every scoring process (picklable providers, such as
     :class:`~benchmax.auth.EnvironmentKeyAuth`, for worker processes).
+    A mixture is rescored by its stored envs; ``env_specs`` (``{name: spec}``) gives some of them
+    new code and leaves the others as stored.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
@@ -124,6 +128,7 @@ async def arescore(
         config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
         ranges = _group_ranges(old)
+    mix = _rescored_mix(source, config, env_spec, env_specs or {})
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
     processes = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
@@ -139,17 +144,23 @@ async def arescore(
         table,
         cache,
         dict(auth or {}),
+        mix,
     )
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
-    origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
+    origin = RunOrigin(
+        env=type(scorer.env) if mix is None else scorer.env,
+        spec=spec if mix is None else None,
+        inherited=_source_provenance(meta, config),
+    )
+    new_config = replace(config, env=spec.spec) if mix is None else replace(config, mix=mix)
     try:
         if processes > 1 or executor == "ray":
             await scorer.aclose()  # each worker (process or Ray actor) loads its own
         if executor == "ray":
             scorer = _Scorer(job)
             ray_config = replace(
-                config, env=spec.spec, env_kwargs=dict(spec.kwargs), executor="ray", workers=workers,
+                new_config, env_kwargs=dict(new_config.env_kwargs), executor="ray", workers=workers,
                 ray_address=ray_address, concurrency=concurrency, cache=cache, prices=prices, run_dir=target,
             )  # fmt: skip
             await scorer.attach(_ray_executor(ray_config, table, job.auth))
@@ -160,7 +171,7 @@ async def arescore(
             meta=replace(
                 meta,
                 **_NOT_INHERITED,
-                config=replace(config, env=spec.spec, run_dir=target).to_meta(),
+                config=replace(new_config, run_dir=target).to_meta(),
                 rescored_from=str(source),
                 source_created_at=meta.created_at,
                 source_cost=meta.cost,
@@ -193,6 +204,28 @@ async def arescore(
     return target
 
 
+def _rescored_mix(
+    source: Path, config: RunConfig, env_spec: str | None, env_specs: Mapping[str, str]
+) -> MixSpec | None:
+    """The mixture to rescore with: the stored one, with the envs ``env_specs`` names given new code."""
+    if config.mix is None:
+        if env_specs:
+            raise EnvSpecError(f"{source} ran one env, not a mixture: give its new code as ENV, not --env NAME=SPEC")
+        return None
+    names = [member.name for member in config.mix.members]
+    if env_spec is not None:
+        raise EnvSpecError(
+            f"{source} is a mixture of {', '.join(names)}: give an env's new code as --env NAME=SPEC, not ENV"
+        )
+    unknown = sorted(set(env_specs) - set(names))
+    if unknown:
+        raise EnvSpecError(f"--env {unknown[0]}=...: {source} has no env named {unknown[0]!r} ({', '.join(names)})")
+    return replace(
+        config.mix,
+        members=tuple(replace(member, spec=env_specs.get(member.name, member.spec)) for member in config.mix.members),
+    )
+
+
 def _source_provenance(meta: RunMeta, config: RunConfig) -> Provenance:
     """What made the source's transcripts: its provenance, or (a run from before provenance) its config."""
     if meta.provenance is not None:
@@ -215,6 +248,7 @@ class _Job:
     prices: PriceTable | None = None
     cache: CacheSettings | None = None
     auth: dict[str, ModelAuth] | None = None
+    mix: MixSpec | None = None
 
 
 def _group_ranges(run: Run) -> list[tuple[int, int]]:
@@ -288,16 +322,25 @@ class _Scorer:
 
     def __init__(self, job: _Job) -> None:
         self.job = job
-        self.env: BaseEnv | None = None
+        self.env: BaseEnv | EnvMix | None = None
         self.executor: GroupExecutor | None = None
         self.run: Run | None = None
         self.slots = RolloutSlots(job.concurrency)
         self.examples: dict[str, Example] = {}
 
     def load(self) -> None:
-        env = EnvSpec(self.job.env, self.job.env_kwargs).load()
-        if not isinstance(env, BaseEnv):
-            raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
+        env: BaseEnv | EnvMix
+        if self.job.mix is not None:
+            members = tuple(member.load() for member in self.job.mix.members)
+            for member in members:
+                if not isinstance(member.env, BaseEnv):
+                    raise EnvSpecError(f"env {member.name!r} ({member.spec}): rescoring needs a BaseEnv")
+            env = EnvMix(members, seed=self.job.mix.seed)
+        else:
+            loaded = EnvSpec(self.job.env, self.job.env_kwargs).load()
+            if not isinstance(loaded, BaseEnv):
+                raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
+            env = loaded
         self.env = env
         local = LocalExecutor(env, self.job.engine, prices=self.job.prices, cache=self.job.cache)
         self.executor = local
@@ -322,11 +365,14 @@ class _Scorer:
         )
         records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
         examples = self._examples({example_id for _, example_id, _, _ in groups})
+        names = [member.name for member in self.job.mix.members] if self.job.mix is not None else None
         calls: list[tuple[CallFigures, ...]] = []
 
         async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
             rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
             example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
+            if names is not None:
+                example = with_env(example, names)
             async with self.slots.hold(len(rows)):
                 started = time.time()
                 result: GroupResult = await executor.rescore_group(

@@ -28,6 +28,7 @@ from benchmax.engine import GroupResult
 from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
 from benchmax.errors import BenchmaxError
 from benchmax.loading import EnvSpec, data_directories, open_examples
+from benchmax.mix import EnvMix
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
@@ -125,14 +126,17 @@ async def arun(
     if not resume:
         RunSession.check_new(run_dir)
     owned = env is None
-    spec = EnvSpec(config.env, config.env_kwargs)
+    spec = EnvSpec(config.env, config.env_kwargs) if config.mix is None else None
     prices = PriceTable.load(config.prices)  # a broken price file fails before anything is loaded
     executor: GroupExecutor | None = None
     telemetry = start_telemetry(config.engine.telemetry)
     try:
         if env is None:
-            env = spec.load()
-        places = data_directories(spec, config.data_dir) if owned else (Path(config.data_dir or Path.cwd()),)
+            env = spec.load() if spec is not None else await EnvMix.load(config.mix)  # type: ignore[arg-type]
+        if owned and spec is not None:
+            places: tuple[Path, ...] = data_directories(spec, config.data_dir)
+        else:  # an env given as an instance, or a mixture (each member reads its own data dirs)
+            places = (Path(config.data_dir or Path.cwd()),)
         examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
         # Every example is read and checked before the model starts or the run dir exists: a bad
         # row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log.

@@ -60,9 +60,14 @@ class EnvIdentity:
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"spec": self.spec}
-        for key, value in (("class", self.class_name), ("kind", self.kind), ("name", self.name),
-                           ("distribution", self.distribution), ("version", self.version),
-                           ("entry_point", self.entry_point)):
+        for key, value in (
+            ("class", self.class_name),
+            ("kind", self.kind),
+            ("name", self.name),
+            ("distribution", self.distribution),
+            ("version", self.version),
+            ("entry_point", self.entry_point),
+        ):
             if value is not None:
                 record[key] = value
         record["path"] = self.path
@@ -236,6 +241,8 @@ class Provenance:
     inherited: tuple[str, ...] | None = None
     recorded_on_resume: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    members: tuple[tuple[str, Provenance], ...] = ()
+    """A mixture's envs, each with its own provenance (its code, its data), by name, in order."""
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -254,6 +261,8 @@ class Provenance:
             record["inherited"] = list(self.inherited)
         if self.recorded_on_resume:
             record["recorded_on_resume"] = True
+        if self.members:
+            record["members"] = {name: member.to_json() for name, member in self.members}
         return {**self.extra, **record}
 
     @classmethod
@@ -265,6 +274,7 @@ class Provenance:
         sampling = value.get("sampling")
         inherited = value.get("inherited")
         recorded_at = value.get("recorded_at")
+        members = value.get("members")
         return cls(
             benchmax=_str(value.get("benchmax")),
             python=_str(value.get("python")),
@@ -279,12 +289,17 @@ class Provenance:
             inherited=tuple(str(key) for key in inherited) if isinstance(inherited, list | tuple) else None,
             recorded_on_resume=value.get("recorded_on_resume") is True,
             extra={key: item for key, item in value.items() if key not in _KNOWN},
+            members=tuple(
+                (str(name), member)
+                for name, item in (members.items() if isinstance(members, Mapping) else ())
+                if (member := Provenance.from_json(item)) is not None
+            ),
         )
 
 
 _KNOWN = frozenset(
     ("benchmax", "python", "recorded_at", "env", "code", "git", "data", "model", "endpoint", "sampling", "inherited",
-     "recorded_on_resume")
+     "recorded_on_resume", "members")
 )  # fmt: skip
 
 
@@ -336,6 +351,25 @@ def provenance_changes(
             changes.append(
                 ProvenanceChange(aspect, False, f"{aspect}: A {plain_a[aspect]!r}, B {plain_b[aspect]!r}")  # type: ignore[arg-type]
             )
+    changes.extend(_member_changes(a, b))
+    return changes
+
+
+def _member_changes(a: Provenance, b: Provenance) -> list[ProvenanceChange]:
+    """How a mixture's envs differ, each named: its code and data changes are warnings, as for one env."""
+    members_a, members_b = dict(a.members), dict(b.members)
+    changes: list[ProvenanceChange] = []
+    for name, member_a in members_a.items():
+        member_b = members_b.get(name)
+        if member_b is None:
+            changes.append(ProvenanceChange("env", True, f"env {name!r} is only in A"))
+            continue
+        for change in provenance_changes(member_a, member_b):
+            if change.aspect in ("code", "data", "env"):
+                changes.append(ProvenanceChange(change.aspect, change.warning, f"env {name!r}: {change.text}"))
+    changes.extend(
+        ProvenanceChange("env", True, f"env {name!r} is only in B") for name in members_b.keys() - members_a.keys()
+    )
     return changes
 
 
