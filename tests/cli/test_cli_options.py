@@ -52,8 +52,8 @@ def test_eval_takes_its_options_as_groups_not_as_loose_parameters():
     declared = inspect.signature(inspect.unwrap(eval_command)).parameters
     spread = inspect.signature(eval_command).parameters
 
-    assert len(declared) == 9  # ENV and eight option groups (the mixture's since #33)
-    assert len(spread) == 41 and "max_requests" in spread and "concurrency" in spread  # every option kept
+    assert len(declared) == 10  # ENV and nine option groups (the mixture's and telemetry's since #33, #34)
+    assert len(spread) == 43 and "max_requests" in spread and "concurrency" in spread  # every option kept
     assert CliRunner().invoke(app, ["eval", "-h"]).exit_code == 0
 
 
