@@ -82,17 +82,15 @@ class GuardProvider(SandboxProvider):
 
     async def start(self, spec: SandboxSpec | None = None) -> GuardSandbox:
         spec = spec or SandboxSpec()
-        if (
-            spec.image is not None
-            or spec.rootfs is not None
-            or spec.mounts
-            or spec.network
-            or spec.writable_dirs
-            or spec.forwards
-        ):
+        if spec.image is not None or spec.rootfs is not None or spec.mounts or spec.network or spec.writable_dirs:
             raise SandboxError(
-                "the guard fallback supports no image, rootfs, mounts, network, forwards or extra writable dirs; "
+                "the guard fallback supports no image, rootfs, mounts, network or extra writable dirs; "
                 "use the bwrap or docker provider"
+            )
+        if spec.forwards:
+            raise SandboxError(
+                "the guard fallback supports no SandboxSpec.forwards (it has no network namespace to forward "
+                "into); use the bwrap provider"
             )
         sandbox = GuardSandbox(spec)
         if spec.seed is not None:
