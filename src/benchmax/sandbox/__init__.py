@@ -2,7 +2,8 @@
 
 One interface (:class:`Sandbox`: ``exec``, files, tar copies, ``stop``) over
 providers: :class:`BwrapProvider`, the local boundary (bubblewrap: namespaces,
-a read-only system, size-capped writable dirs, seccomp, rlimits, no network),
+a read-only system, size-capped writable dirs, seccomp, rlimits, no network but
+the host loopback ports a spec forwards: :class:`PortForward`),
 :class:`DockerProvider` (any Docker-compatible daemon, through the ``docker``
 SDK), and :class:`GuardProvider`, a weaker opt-in fallback for Python snippets
 only. :class:`RolloutSandboxes` ties one sandbox to each rollout's
@@ -22,7 +23,7 @@ from benchmax.sandbox._guard import GuardProvider, GuardSandbox
 from benchmax.sandbox._pool import SandboxPool
 from benchmax.sandbox._python import SandboxResult, run_python, run_python_async
 from benchmax.sandbox._rollouts import RolloutSandboxes
-from benchmax.sandbox._spec import WORKSPACE, ExecResult, FileInfo, Limits, Mount, SandboxSpec
+from benchmax.sandbox._spec import WORKSPACE, ExecResult, FileInfo, Limits, Mount, PortForward, SandboxSpec
 
 __all__ = [
     "WORKSPACE",
@@ -36,6 +37,7 @@ __all__ = [
     "GuardSandbox",
     "Limits",
     "Mount",
+    "PortForward",
     "RolloutSandboxes",
     "Sandbox",
     "SandboxError",

@@ -1,10 +1,14 @@
 """The supervisor that runs inside a local sandbox, as its first process.
 
-Started by bubblewrap as ``python3 -I -S -c <this file> CHANNEL LOG`` (the source
+Started by bubblewrap as ``python3 -I -S -c <this file> CHANNEL LOG [FORWARD PORTS]`` (the source
 travels in argv, so nothing of benchmax needs to be visible inside). It speaks
 framed JSON with the host over the socket on descriptor CHANNEL, one thread per
 request: run a command with limits, read/write/list files, move tar streams,
-kill leftover processes; its own stderr goes to descriptor LOG. It imports only
+kill leftover processes; its own stderr goes to descriptor LOG. With FORWARD (a
+socket to the host) and PORTS (comma-separated), it listens on ``127.0.0.1`` at each
+port, in the sandbox's own network namespace, and hands every accepted connection's
+descriptor to the host with one byte naming the port's index; the host joins it to the
+host port it forwards to (``_forward.py``) and closes what is over its caps. It imports only
 the standard library and runs on Python 3.8+, so a prepared rootfs only needs a
 ``python3`` (with ``ctypes``).
 
@@ -360,6 +364,40 @@ def handle(out, req, data):
     send(out, reply, payload)
 
 
+def listen_forwards(forward_fd, ports):
+    """Listen on every forwarded port before the host hears "ready", so commands can connect at once."""
+    os.set_inheritable(forward_fd, False)
+    out = socket.socket(fileno=forward_fd)
+    lock = threading.Lock()
+    for index, port in enumerate(ports):
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # never SO_REUSEPORT: nothing may share it
+        try:
+            listener.bind(("127.0.0.1", port))
+        except OSError as exc:
+            sys.stderr.write(f"benchmax sandbox: cannot listen on 127.0.0.1:{port} for its forward: {exc}\n")
+            sys.exit(1)
+        listener.listen(128)
+        threading.Thread(target=hand_over, args=(listener, bytes([index]), out, lock), daemon=True).start()
+
+
+def hand_over(listener, tag, out, lock):
+    """Pass each accepted connection to the host and drop our copy: the host relays it, not us."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            time.sleep(0.05)  # out of descriptors, or a connection reset before it was accepted
+            continue
+        try:
+            with lock:
+                out.sendmsg([tag], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", conn.fileno()))])
+        except OSError:
+            return  # the host is gone; the main loop takes the sandbox down
+        finally:
+            conn.close()
+
+
 def main():
     no_dump()
     channel_fd, log_fd = int(sys.argv[1]), int(sys.argv[2])
@@ -367,6 +405,8 @@ def main():
     os.close(log_fd)
     os.set_inheritable(channel_fd, False)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if len(sys.argv) > 4:
+        listen_forwards(int(sys.argv[3]), [int(port) for port in sys.argv[4].split(",")])
     out = socket.socket(fileno=channel_fd)
     inp = out.makefile("rb")
     sys.stdout = sys.stderr

@@ -9,7 +9,9 @@ Layers, each enforced by the kernel:
   places are the workspace and ``/tmp``, each a tmpfs of a fixed size (the disk
   cap), and a small ``/dev/shm``; the rest is remounted read-only.
 - **Namespaces**: user, PID, IPC, UTS, cgroup and (unless ``network=True``)
-  network; further user namespaces are disabled. A process inside sees only its
+  network; further user namespaces are disabled. ``SandboxSpec.forwards`` keeps the
+  empty network namespace and carries its own loopback ports, one connection at a
+  time, to fixed host loopback ports (``_forward.py``). A process inside sees only its
   own sandbox's processes, so it cannot signal or trace anything outside.
 - **Identity**: commands run as uid 1000 of the sandbox's user namespace with no
   capabilities; when benchmax runs as root the sandbox maps to the host's
@@ -63,6 +65,7 @@ from benchmax.sandbox._bwrap_host import (
 )
 from benchmax.sandbox._bwrap_sandbox import BwrapSandbox
 from benchmax.sandbox._errors import SandboxError, SandboxUnavailable
+from benchmax.sandbox._forward import ForwardRelay
 from benchmax.sandbox._spec import SandboxSpec
 
 logger = logging.getLogger("benchmax.sandbox")
@@ -257,10 +260,17 @@ class BwrapProvider(SandboxProvider):
         # descriptors (never stdin/stdout/stderr, which bubblewrap's dumpable init keeps).
         channel, channel_inside = socket.socketpair()
         log, log_inside = socket.socketpair()
-        inside = (channel_inside.fileno(), log_inside.fileno())
+        inside = [channel_inside.fileno(), log_inside.fileno()]
+        forward = forward_inside = None
+        forward_args: list[str] = []
+        if spec.forwards:
+            # Connections accepted inside come back on this pair as descriptors (see _forward.py).
+            forward, forward_inside = socket.socketpair()
+            inside.append(forward_inside.fileno())
+            forward_args = [str(forward_inside.fileno()), ",".join(str(f.port) for f in spec.forwards)]
         process: asyncio.subprocess.Process | None = None
         try:
-            argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE, *map(str, inside)])
+            argv, pass_fds, cleanup = self._command(spec, [*agent, _AGENT_SOURCE, *map(str, inside[:2]), *forward_args])
             try:
                 process = await asyncio.create_subprocess_exec(
                     *argv,
@@ -277,18 +287,23 @@ class BwrapProvider(SandboxProvider):
                 cleanup()
                 channel_inside.close()
                 log_inside.close()
+                if forward_inside is not None:
+                    forward_inside.close()
             reader, writer = await asyncio.open_connection(sock=channel)
             log_reader, _ = await asyncio.open_connection(sock=log)
+            relay = ForwardRelay(forward, spec.forwards, f"sandbox-{sandbox_id}") if forward is not None else None
         except BaseException:
             channel.close()
             log.close()
+            if forward is not None:
+                forward.close()
             if process is not None:  # started, then cancelled before it was a sandbox: end it here, on this loop
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pid, signal.SIGKILL)
                 with contextlib.suppress(Exception):
                     await process.wait()
             raise
-        sandbox = BwrapSandbox(spec, sandbox_id, process, self._python(spec), reader, writer, log_reader)
+        sandbox = BwrapSandbox(spec, sandbox_id, process, self._python(spec), reader, writer, log_reader, relay)
         try:
             await sandbox._wait_ready(self.bwrap)
             if spec.seed is not None:

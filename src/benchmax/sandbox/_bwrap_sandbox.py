@@ -28,6 +28,7 @@ from benchmax.sandbox._base import (
 )
 from benchmax.sandbox._bwrap_host import _MIB, _base_env, _start_failure
 from benchmax.sandbox._errors import SandboxError
+from benchmax.sandbox._forward import ForwardRelay
 from benchmax.sandbox._spec import ExecResult, FileInfo, Limits, SandboxSpec
 from benchmax.sandbox._tar import tar_directory, untar
 
@@ -65,6 +66,7 @@ class BwrapSandbox(Sandbox):
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         log: asyncio.StreamReader,
+        forward: ForwardRelay | None = None,
     ) -> None:
         self.id = sandbox_id
         self.spec = spec
@@ -73,6 +75,7 @@ class BwrapSandbox(Sandbox):
         self._channel_reader = reader
         self._channel = writer
         self._log = log
+        self._forward = forward
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
         self._allowed: dict[int, int] = {}
         """Payload bytes each sent request may be answered with, until its answer arrives."""
@@ -96,6 +99,11 @@ class BwrapSandbox(Sandbox):
     @property
     def stopped(self) -> bool:
         return self._stopped or self._ended is not None
+
+    @property
+    def forwarded_connections(self) -> int:
+        """Connections open now through the sandbox's forwarded ports (``SandboxSpec.forwards``)."""
+        return self._forward.connections if self._forward is not None else 0
 
     async def _wait_ready(self, bwrap: str) -> None:
         try:
@@ -179,6 +187,8 @@ class BwrapSandbox(Sandbox):
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
+        if self._forward is not None:
+            self._forward.close()
         if not self._stopped:
             self._kill()
 
@@ -325,6 +335,8 @@ class BwrapSandbox(Sandbox):
         _live.discard(self)
         self._kill()
         self._channel.close()
+        if self._forward is not None:
+            await self._forward.aclose()
         with contextlib.suppress(ProcessLookupError):
             await self._process.wait()
         for task in (self._reader, self._stderr_reader, self._log_reader):

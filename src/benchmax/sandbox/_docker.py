@@ -97,6 +97,12 @@ class DockerProvider(SandboxProvider):
 
     async def start(self, spec: SandboxSpec | None = None) -> DockerSandbox:
         spec = spec or SandboxSpec()
+        if spec.forwards:
+            raise SandboxError(
+                "SandboxSpec.forwards (host loopback ports reachable from a network-less sandbox) is supported by "
+                "the local provider only (BwrapProvider, BENCHMAX_SANDBOX=bwrap); a container's loopback is not the "
+                "host's, and network=True would open the whole network instead"
+            )
         image = spec.image or self.image
         if image is None:
             raise SandboxError(

@@ -87,6 +87,11 @@ class GuardProvider(SandboxProvider):
                 "the guard fallback supports no image, rootfs, mounts, network or extra writable dirs; "
                 "use the bwrap or docker provider"
             )
+        if spec.forwards:
+            raise SandboxError(
+                "the guard fallback supports no SandboxSpec.forwards (it has no network namespace to forward "
+                "into); use the bwrap provider"
+            )
         sandbox = GuardSandbox(spec)
         if spec.seed is not None:
             await sandbox.copy_in(spec.seed, spec.workdir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -72,6 +73,55 @@ class Mount:
         object.__setattr__(self, "target", target)
 
 
+_MAX_FORWARD_CONNECTIONS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class PortForward:
+    """One host loopback TCP port a network-less sandbox may reach, and nothing else.
+
+    Inside the sandbox, ``127.0.0.1:port`` (the sandbox's own loopback, in its own
+    network namespace) accepts connections; each is carried to ``host:host_port`` on
+    the host (default: the same port on the host's ``127.0.0.1``). This is how an
+    agent program in a sandbox reaches benchmax's model proxy: no other host port,
+    no DNS and no outside address become reachable (docs/sandbox.md, "Forwarded
+    ports"). ``host`` must be a loopback address. ``port`` must be 1024 or more:
+    the sandbox holds no capability to listen below that. ``max_connections`` caps
+    the connections open through this forward at once; one past it is closed as
+    soon as it is accepted. Local provider only.
+    """
+
+    port: int
+    host_port: int | None = None
+    host: str = "127.0.0.1"
+    max_connections: int = 64
+
+    def __post_init__(self) -> None:
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1024 <= self.port <= 65535:
+            raise ValueError(
+                f"PortForward.port must be an integer from 1024 to 65535 (the sandbox cannot listen below 1024), "
+                f"got {self.port!r}"
+            )
+        host_port = self.port if self.host_port is None else self.host_port
+        if isinstance(host_port, bool) or not isinstance(host_port, int) or not 1 <= host_port <= 65535:
+            raise ValueError(f"PortForward.host_port must be an integer from 1 to 65535, got {self.host_port!r}")
+        object.__setattr__(self, "host_port", host_port)
+        try:
+            loopback = ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(
+                f"PortForward.host must be a loopback address such as '127.0.0.1' or '::1' (a forward opens no "
+                f"outside network), got {self.host!r}"
+            )
+        count = self.max_connections
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_FORWARD_CONNECTIONS:
+            raise ValueError(
+                f"PortForward.max_connections must be an integer from 1 to {_MAX_FORWARD_CONNECTIONS}, got {count!r}"
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxSpec:
     """What to start. Every field has a safe default: no network, the limits above.
@@ -85,7 +135,9 @@ class SandboxSpec:
     read-only and puts its ``bin`` first on ``PATH``); by default the one running
     benchmax. ``writable_dirs`` are extra writable directories (absolute paths,
     each a fresh filesystem of ``limits.tmp_mb``), for harnesses that expect
-    fixed places such as ``/logs``.
+    fixed places such as ``/logs``. ``forwards`` are host loopback ports the
+    sandbox may reach while it has no network (:class:`PortForward`; local
+    provider only).
     """
 
     image: str | None = None
@@ -98,6 +150,7 @@ class SandboxSpec:
     python: str | None = None
     workdir: str = WORKSPACE
     writable_dirs: tuple[str, ...] = ()
+    forwards: tuple[PortForward, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rootfs is not None:
@@ -122,6 +175,22 @@ class SandboxSpec:
                     f"SandboxSpec.writable_dirs entries must be absolute paths other than {sorted(reserved)}, "
                     f"got {directory!r}"
                 )
+        object.__setattr__(self, "forwards", tuple(self.forwards))
+        for forward in self.forwards:
+            if not isinstance(forward, PortForward):
+                raise TypeError(
+                    f"SandboxSpec.forwards entries must be benchmax.sandbox.PortForward, got {type(forward).__name__}"
+                )
+        ports = [forward.port for forward in self.forwards]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"SandboxSpec.forwards must use each sandbox port once, got ports {ports}")
+        if len(ports) > 255:
+            raise ValueError(f"SandboxSpec.forwards holds at most 255 ports, got {len(ports)}")
+        if self.forwards and self.network:
+            raise ValueError(
+                "SandboxSpec.forwards apply to a sandbox without network; with network=True it already shares "
+                "the host's network, so drop one of the two"
+            )
 
 
 @dataclass(frozen=True, slots=True)
