@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 import torch
-from agent_env import SUB_PROMPT, TinyAgentEnv
+from agent_env import SUB_PROMPT, TinyAgentEnv, agent_bridge, check_sequences_as_served
 
 from benchmax.envs import TurnRecord
 from benchmax.store import Run
 from benchmax.train import build, run
+from benchmax.train._policy import InProcessPolicy
 from benchmax.train._tokens import render_prompt
 
 Row = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -128,3 +129,18 @@ def test_an_agent_program_trains_on_exactly_the_tokens_the_proxy_served(tiny_mod
         else:
             assert all([turn.sequence for turn in rollout] == [0, 0] for rollout in turns)
             assert len(order) == len(turns)
+
+
+def test_the_in_process_policy_keeps_a_token_state_per_sequence(tiny):
+    model, tokenizer = tiny
+    policy = InProcessPolicy(model, tokenizer, default_max_tokens=6)
+    bridge, prompts, env = agent_bridge(policy, tokenizer)
+    torch.manual_seed(0)
+    try:
+        output = bridge.generate(prompts, group_size=2, step=0)
+    finally:
+        bridge.loop.run(env.aclose())
+        bridge.loop.run(bridge.engine.aclose())
+        bridge.loop.close()
+        policy.close()
+    check_sequences_as_served(bridge, output, tokenizer)
