@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from agent_env import agent_bridge, check_sequences_as_served
 from calculator_env import calculator_bridge
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from vllm_check import biased_logprobs, favoured
@@ -196,6 +197,27 @@ def test_server_policy_generates_multi_turn_rollouts_from_exact_token_ids(vllm_s
         # the server's fp32 logprobs are the model's own, bias included
         reference = biased_logprobs(model, bias, list(last.prompt_token_ids), list(last.completion_token_ids))
         assert list(last.completion_logprobs) == pytest.approx(reference, abs=1e-3)
+
+
+def test_server_policy_answers_an_agent_program_with_a_token_state_per_sequence(
+    vllm_server: str, vllm_model_dir: Path
+):
+    """An agent's calls reach the vLLM server through the recording proxy; its sub-agent's call
+    is rendered fresh, and each sequence goes to training as the server generated it."""
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
+    policy = VLLMServerPolicy(vllm_server, tokenizer, record=True)
+    bridge, prompts, env = agent_bridge(policy, tokenizer)
+    torch.manual_seed(0)
+    try:
+        output = bridge.generate(prompts, group_size=2, step=0)
+    finally:
+        bridge.loop.run(env.aclose())
+        bridge.loop.run(bridge.engine.aclose())
+        bridge.loop.close()
+    check_sequences_as_served(bridge, output, tokenizer)
+    generated = {(record.prompt_ids, record.completion_ids) for record in policy.records}
+    for outcome in bridge.last.outcomes:
+        assert all((turn.prompt_token_ids, turn.completion_token_ids) in generated for turn in outcome.turns)
 
 
 def test_server_policy_refuses_a_prompt_longer_than_the_served_context(vllm_server: str, vllm_model_dir: Path):

@@ -18,14 +18,10 @@ tool arguments still continues its call.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
-import orjson
-
-from benchmax.envs import Message, TurnRecord, content_text
+from benchmax.envs import Message, TurnRecord, content_text, message_key
 from benchmax.proxy import RecordedCall
 
 __all__ = ["assign_sequences", "calls_to_turns", "transcript"]
@@ -33,29 +29,6 @@ __all__ = ["assign_sequences", "calls_to_turns", "transcript"]
 ANSWER_NAME = "final_answer"
 """The ``name`` of the assistant message benchmax appends when the agent's final answer
 is not the text of its last model reply (the agent post-processed it, or made no call)."""
-
-
-def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of a message a chat template renders: equal keys, equal rendering."""
-    calls = []
-    for call in message.get("tool_calls") or ():
-        if not isinstance(call, Mapping):
-            continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            with contextlib.suppress(orjson.JSONDecodeError):
-                arguments = orjson.loads(arguments)
-        calls.append(
-            (str(function.get("name") or ""), orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS, default=str))
-        )
-    return (
-        str(message.get("role") or ""),
-        content_text(message.get("content")),
-        tuple(calls),
-        message.get("tool_call_id"),
-        message.get("name"),
-    )
 
 
 def continues(call: RecordedCall, earlier: RecordedCall) -> bool:

@@ -19,6 +19,7 @@ from benchmax.envs._messages import (
     completion_text,
     content_text,
     is_content_part,
+    message_key,
     tool_error_ids,
     tool_message,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "is_content_part",
     "is_scorable",
     "is_scored",
+    "message_key",
     "register_engine",
     "resolve_dataset_path",
     "resolve_under",

@@ -7,8 +7,11 @@ reward helpers, the store, the inspector and the trainers agree.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from benchmax.envs._errors import DatasetError
 from benchmax.envs._records import TurnRecord
@@ -54,6 +57,36 @@ def completion_text(completion: Sequence[Mapping[str, Any]] | str) -> str:
     if not isinstance(last, Mapping) or last.get("role") != "assistant":
         return ""
     return content_text(last.get("content")).strip()
+
+
+def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a message a chat template renders (role, text, tool call names and arguments,
+    tool call id, name): equal keys, equal rendering.
+
+    Whether a model call continues an earlier one is judged on these keys (an agent's
+    calls become sequences, a trainer's policy picks the token state to extend), so an
+    SDK that echoes a reply back with extra ``None`` fields (``refusal``, ``audio``...)
+    or re-serialises tool arguments still continues its call.
+    """
+    calls = []
+    for call in message.get("tool_calls") or ():
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                arguments = orjson.loads(arguments)
+        calls.append(
+            (str(function.get("name") or ""), orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS, default=str))
+        )
+    return (
+        str(message.get("role") or ""),
+        content_text(message.get("content")),
+        tuple(calls),
+        message.get("tool_call_id"),
+        message.get("name"),
+    )
 
 
 def tool_message(tool_call_id: str, content: str | list[Any]) -> Message:

@@ -63,12 +63,23 @@ def trainer_class() -> type:
     """The trainer class (built lazily: importing TRL loads torch and transformers)."""
     from trl import GRPOTrainer
 
+    from benchmax.train._rows import add_sequence_rows
+
     class BenchmaxGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         """``GRPOTrainer`` plus the off-policy weights of in-process generation and their metrics."""
 
         benchmax_correct = True
         """Apply the importance weights (in-process generation with one pass per batch;
         TRL does it itself for vLLM)."""
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            output = super()._generate_and_score_completions(inputs)
+            batch = getattr(self.rollout_func, "last", None)
+            if batch is None or not any(batch.extra):
+                return output
+            if [item.get("rollout_id") for item in inputs] != [outcome.rollout_id for outcome in batch.outcomes]:
+                raise RuntimeError("the scored batch is not the rollout bridge's last batch")
+            return add_sequence_rows(self, output, batch.extra)
 
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
             self._benchmax_inputs = inputs

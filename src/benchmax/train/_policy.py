@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from benchmax.client import ChatResult, ModelError
-from benchmax.envs import TerminationReason, Usage
+from benchmax.envs import TerminationReason, Usage, message_key
 from benchmax.train._tokens import TemplateError, parse_tool_call_text, render_prompt, render_suffix
 
 logger = logging.getLogger("benchmax.train.policy")
@@ -32,11 +32,13 @@ logger = logging.getLogger("benchmax.train.policy")
 
 @dataclass(slots=True)
 class TokenState:
-    """What one rollout has fed the model so far, as ids, never re-rendered."""
+    """What one sequence of a rollout has fed the model so far, as ids, never re-rendered."""
 
     ids: list[int]
     messages_seen: int
     """How many chat messages (prompt, completions, tool results) ``ids`` covers."""
+    keys: tuple[tuple[Any, ...], ...] = ()
+    """The :func:`~benchmax.envs.message_key` of each of those messages: the calls it continues."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ class TokenPolicy:
         self.version: int | None = None
         """The trainer's policy version now generating (its step when the weights were
         last synced); every turn records the version that generated it."""
-        self._states: dict[str, TokenState] = {}
+        self._states: dict[str, list[TokenState]] = {}
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -109,7 +111,9 @@ class TokenPolicy:
     # -- token state ---------------------------------------------------------
 
     def state(self, rollout_id: str) -> TokenState | None:
-        return self._states.get(rollout_id)
+        """The rollout's most recently extended sequence's state."""
+        states = self._states.get(rollout_id)
+        return states[-1] if states else None
 
     def release(self, rollout_ids: Sequence[str]) -> None:
         """Forget finished rollouts' token state."""
@@ -118,27 +122,31 @@ class TokenPolicy:
 
     def prompt_ids(self, body: Mapping[str, Any], rollout_id: str | None) -> list[int]:
         """The ids this turn feeds the model: rendered once, then extended by suffixes."""
+        return self._prompt(body, rollout_id, _keys(body))[0]
+
+    def _prompt(
+        self, body: Mapping[str, Any], rollout_id: str | None, keys: tuple[tuple[Any, ...], ...]
+    ) -> tuple[list[int], TokenState | None]:
+        """The turn's ids and the sequence state they extend (``None``: rendered fresh). A rollout
+        may hold several sequences (an agent's sub-agent): a call extends the most recently extended
+        state whose messages (its completion's included) start the call's, by ``message_key`` as an
+        agent's calls are split into sequences; one that continues none starts a sequence."""
         messages = list(body.get("messages") or [])
         tools = body.get("tools")
-        state = self._states.get(rollout_id) if rollout_id is not None else None
-        if state is None:
-            ids = render_prompt(self.tokenizer, messages, tools)
-        else:
-            # messages_seen counts up to our last completion's assistant message
-            history, new = messages[: state.messages_seen], messages[state.messages_seen :]
-            if not new:
-                raise ModelError(
-                    TerminationReason.MODEL_ERROR,
-                    f"rollout {rollout_id!r} sent no new messages since its last turn",
-                )
-            ids = state.ids + render_suffix(self.tokenizer, history, new, tools)
-        return ids
+        states = self._states.get(rollout_id, ()) if rollout_id is not None else ()
+        for state in reversed(states):
+            seen = len(state.keys)
+            if seen < len(keys) and keys[:seen] == state.keys:
+                history, new = messages[:seen], messages[seen:]
+                return state.ids + render_suffix(self.tokenizer, history, new, tools), state
+        return render_prompt(self.tokenizer, messages, tools), None
 
     # -- ModelClient ---------------------------------------------------------
 
     async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        keys = _keys(body)
         try:
-            prompt_ids = self.prompt_ids(body, rollout_id)
+            prompt_ids, extended = self._prompt(body, rollout_id, keys)
         except TemplateError as exc:
             raise ModelError(TerminationReason.MODEL_ERROR, str(exc)) from None
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or self.default_max_tokens)
@@ -169,8 +177,9 @@ class TokenPolicy:
         if calls:
             message["tool_calls"] = calls
         if rollout_id is not None:
-            seen = len(body.get("messages") or [])
-            self._states[rollout_id] = TokenState(prompt_ids + completion, seen + 1)
+            states = [state for state in self._states.get(rollout_id, ()) if state is not extended]
+            self._states[rollout_id] = states
+            states.append(TokenState(prompt_ids + completion, len(keys) + 1, (*keys, message_key(message))))
         return ChatResult(
             message=message,
             finish_reason=("tool_calls" if calls else "stop") if generation.finished else "length",
@@ -186,6 +195,10 @@ class TokenPolicy:
 
     def close(self) -> None:
         """Release threads; called once, when training ends."""
+
+
+def _keys(body: Mapping[str, Any]) -> tuple[tuple[Any, ...], ...]:
+    return tuple(message_key(message) for message in body.get("messages") or ())
 
 
 @dataclass(slots=True)

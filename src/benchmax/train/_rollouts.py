@@ -5,7 +5,10 @@ Each group of siblings is one ``Engine.run_group`` call, so multi-turn tools,
 behave exactly as in ``eval``. Each rollout goes back to TRL as the turn-0
 prompt ids plus one completion stream (every completion as generated,
 tool-result tokens between them masked out by ``env_mask``), and every group is
-written to the run store with the step that trains on it.
+written to the run store with the step that trains on it. A rollout with several
+token sequences (an agent's sub-agent) goes to TRL as its first; the others are
+kept in ``RolloutBatch.extra`` and join the loss as rows of their own, with the
+rollout's advantage (:func:`benchmax.train._rows.add_sequence_rows`).
 
 A training step's rollouts come from :meth:`RolloutBridge.step_batch`: the
 bridge draws the examples, drops dead groups and refills the step (see
@@ -38,7 +41,7 @@ from benchmax.train._envs import EnvStep, step_envs
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._pipeline import StepPipeline
 from benchmax.train._rewards import FILLED_KEY, REWARDS_KEY, SCORABLE_KEY, component_reward, zero_fill
-from benchmax.train._sequences import TokenCheck, TokenMismatch, TokenSequence, _masked, assemble
+from benchmax.train._sequences import TokenCheck, TokenMismatch, TokenSequence, _masked, assemble_sequences
 from benchmax.train._tokens import render_prompt
 
 logger = logging.getLogger("benchmax.train")
@@ -64,6 +67,9 @@ class RolloutBatch:
     checks: tuple[TokenCheck, ...] = ()
     envs: tuple[EnvStep, ...] = ()
     """Per env of a mixture: what the step generated for it (``()`` in a run of one env)."""
+    extra: tuple[tuple[TokenSequence, ...], ...] = ()
+    """Per rollout: its token sequences after the first (``sequences`` holds the first), trained
+    as rows of their own with the rollout's advantage; empty for a one-sequence rollout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,9 +247,9 @@ class RolloutBridge:
         checks = []
         sequences = []
         for outcome, example, hidden in zip(outcomes, examples, masked, strict=True):
-            sequence, check = self._sequence(outcome, example)
+            built, check = self._sequence(outcome, example)
             checks.append(check)
-            sequences.append(_masked(sequence) if hidden else sequence)
+            sequences.append(tuple(_masked(sequence) for sequence in built) if hidden else built)
         envs = step_envs(
             [
                 (group.example.env, result.outcomes, flag)
@@ -262,7 +268,7 @@ class RolloutBridge:
             step,
             batch,
             tuple(outcomes),
-            tuple(sequences),
+            tuple(built[0] for built in sequences),
             fill.rewards,
             fill.filled,
             masked=tuple(masked),
@@ -270,6 +276,7 @@ class RolloutBridge:
             metrics=metrics,
             checks=tuple(checks),
             envs=envs,
+            extra=tuple(built[1:] for built in sequences),
         )
 
     def _score_weights(self) -> dict[str, float]:
@@ -361,17 +368,17 @@ class RolloutBridge:
             self.policy.release([outcome.rollout_id for outcome in outcomes])
         fill = zero_fill([outcome.rewards for outcome in outcomes], [example.env for _, example in pairs])
         built = [self._sequence(outcome, example) for outcome, example in pairs]
-        sequences = [sequence for sequence, _ in built]
         self.last = RolloutBatch(
             step,
             batch,
             tuple(outcomes),
-            tuple(sequences),
+            tuple(sequences[0] for sequences, _ in built),
             fill.rewards,
             fill.filled,
             masked=(False,) * len(outcomes),
             drawn=tuple(outcomes),
             checks=tuple(check for _, check in built),
+            extra=tuple(sequences[1:] for sequences, _ in built),
         )
         failed = sum(not outcome.scored for outcome in outcomes)
         if failed:
@@ -442,17 +449,20 @@ class RolloutBridge:
 
     # -- tokens ----------------------------------------------------------------
 
-    def _sequence(self, outcome: RolloutOutcome, example: Example) -> tuple[TokenSequence, TokenCheck]:
-        """The rollout's token stream and its token check; a rollout that fails the
-        check (or has no tokens) trains on nothing: one masked end token."""
+    def _sequence(
+        self, outcome: RolloutOutcome, example: Example
+    ) -> tuple[tuple[TokenSequence, ...], TokenCheck]:
+        """The rollout's token sequences (one per ``TurnRecord.sequence``) and its token check;
+        a rollout any of whose sequences fails the check (or has no tokens) trains on
+        nothing: one masked end token."""
         try:
-            return assemble(outcome), TokenCheck(outcome.rollout_id, "ok")
+            return assemble_sequences(outcome), TokenCheck(outcome.rollout_id, "ok")
         except TokenMismatch as exc:
             logger.error("rollout %s: %s; masked out of the loss", outcome.rollout_id, exc)
             check = TokenCheck(outcome.rollout_id, "mismatch", str(exc))
         except ValueError as exc:
             check = TokenCheck(outcome.rollout_id, "no_tokens", str(exc))
-        return self._empty(example), check
+        return (self._empty(example),), check
 
     def _empty(self, example: Example) -> TokenSequence:
         """A rollout with no usable tokens: its prompt and one masked end token."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmax.envs import RolloutOutcome
+from benchmax.envs import RolloutOutcome, TurnRecord
 
 
 class TokenMismatch(ValueError):
@@ -14,7 +15,7 @@ class TokenMismatch(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TokenSequence:
-    """One rollout as the trainer sees it."""
+    """One token sequence of a rollout as the trainer sees it (a rollout has one, an agent's may have more)."""
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
@@ -48,7 +49,26 @@ def assemble(outcome: RolloutOutcome) -> TokenSequence:
     the token check: a prompt that does not extend what was sampled before it
     raises :class:`TokenMismatch`, and that rollout is not trained on.
     """
-    turns = [turn for turn in outcome.turns if turn.prompt_token_ids is not None]
+    return _stream(outcome.turns)
+
+
+def assemble_sequences(outcome: RolloutOutcome) -> tuple[TokenSequence, ...]:
+    """One token stream per sequence of the rollout (``TurnRecord.sequence``), in sequence order.
+
+    An engine rollout is one sequence. An agent's calls that do not extend one
+    another (a sub-agent, a summarised history) are sequences of their own:
+    each is checked and trained as it was sampled, never joined to another or
+    re-rendered. Sequences without token ids are left out; a rollout with none raises
+    ``ValueError``, and any sequence that fails the check raises :class:`TokenMismatch`.
+    """
+    numbers = sorted({turn.sequence for turn in outcome.turns if turn.prompt_token_ids is not None})
+    if not numbers:
+        raise ValueError("rollout has no token ids")
+    return tuple(_stream([turn for turn in outcome.turns if turn.sequence == number]) for number in numbers)
+
+
+def _stream(all_turns: Sequence[TurnRecord]) -> TokenSequence:
+    turns = [turn for turn in all_turns if turn.prompt_token_ids is not None]
     if not turns or any(turn.completion_token_ids is None for turn in turns):
         raise ValueError("rollout has no token ids")
     prompt = list(turns[0].prompt_token_ids or ())
