@@ -48,7 +48,7 @@ from benchmax.client._replies import (
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason
-from benchmax.telemetry import end_model_call, fail_model_call, start_model_call
+from benchmax.telemetry import fail_model_call, finish_model_call, start_model_call
 
 logger = logging.getLogger("benchmax.client")
 
@@ -202,14 +202,7 @@ class HttpModelClient:
         except BaseException as exc:
             fail_model_call(span, exc)
             raise
-        end_model_call(
-            span,
-            response_model=result.response_model,
-            finish_reason=result.finish_reason,
-            input_tokens=result.usage.prompt_tokens,
-            output_tokens=result.usage.completion_tokens,
-            message=result.message,
-        )
+        finish_model_call(span, result)
         return result
 
     async def request(

@@ -65,6 +65,7 @@ from benchmax.store import (
     decode_transcript,
     decode_turns,
 )
+from benchmax.telemetry import TelemetrySettings, start_telemetry, stop_telemetry
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
@@ -97,6 +98,7 @@ async def arescore(
     auth: Mapping[str, ModelAuth] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    telemetry: TelemetrySettings | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
@@ -111,6 +113,10 @@ async def arescore(
     the shipped table (default: ``$BENCHMAX_PRICES``). ``auth`` is bound for the env's
     ``InjectedAuth`` names in every scoring process (picklable providers, such as
     :class:`~benchmax.auth.EnvironmentKeyAuth`, for worker processes).
+    ``telemetry``: each rescored rollout is a trace (its context, its reward, a judge's
+    calls), exported by the process that scores it: this one, each worker process (its
+    own exporter, flushed as it exits) or each Ray actor; ``None`` leaves it to the
+    standard ``OTEL_*`` variables.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
@@ -124,6 +130,7 @@ async def arescore(
         config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
         ranges = _group_ranges(old)
+    config = replace(config, engine=replace(config.engine, telemetry=telemetry or TelemetrySettings()))
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
     processes = workers or (1 if rollouts < _IN_PROCESS_BELOW else min(os.cpu_count() or 1, 8))
@@ -143,6 +150,7 @@ async def arescore(
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
     origin = RunOrigin(env=type(scorer.env), spec=spec, inherited=_source_provenance(meta, config))
+    traces = start_telemetry(config.engine.telemetry)
     try:
         if processes > 1 or executor == "ray":
             await scorer.aclose()  # each worker (process or Ray actor) loads its own
@@ -189,7 +197,10 @@ async def arescore(
                     cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
                 )
     finally:
-        await scorer.aclose()
+        try:
+            await scorer.aclose()
+        finally:
+            await asyncio.to_thread(stop_telemetry, traces)  # queued spans go out, bounded by the export timeout
     return target
 
 
@@ -344,6 +355,7 @@ class _Scorer:
                         dict(outcome.rewards),
                         outcome.logs,
                         outcome.scoring_error,
+                        outcome.trace_id,
                     )
                     for row, outcome in zip(rows, result.outcomes, strict=True)
                 ),
@@ -403,6 +415,8 @@ def _worker_start(job: _Job) -> None:
 
     global _worker
     loop = asyncio.new_event_loop()
+    traces = start_telemetry(job.engine.telemetry)  # this process's own exporter (the driver's is not shared)
+    atexit.register(stop_telemetry, traces)  # registered first, so it runs last: after the env's spans end
     scorer = _Scorer(job)
     scorer.load()
     _worker = (scorer, loop)

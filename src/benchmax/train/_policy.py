@@ -25,6 +25,7 @@ import torch
 
 from benchmax.client import ChatResult, ModelError
 from benchmax.envs import TerminationReason, Usage
+from benchmax.telemetry import fail_model_call, finish_model_call, start_model_call
 from benchmax.train._tokens import TemplateError, parse_tool_call_text, render_prompt, render_suffix
 
 logger = logging.getLogger("benchmax.train.policy")
@@ -137,6 +138,20 @@ class TokenPolicy:
     # -- ModelClient ---------------------------------------------------------
 
     async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        """A turn of the policy; a ``chat`` span of the rollout's trace while tracing is on (no
+        server attributes: nothing goes over the network)."""
+        span = start_model_call(body, None, None)
+        if span is None:
+            return await self._chat(body, rollout_id)
+        try:
+            result = await self._chat(body, rollout_id)
+        except BaseException as exc:
+            fail_model_call(span, exc)
+            raise
+        finish_model_call(span, result)
+        return result
+
+    async def _chat(self, body: dict[str, Any], rollout_id: str | None) -> ChatResult:
         try:
             prompt_ids = self.prompt_ids(body, rollout_id)
         except TemplateError as exc:

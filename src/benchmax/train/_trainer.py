@@ -25,6 +25,7 @@ from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, Example, SamplingParams
 from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
+from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
@@ -62,6 +63,8 @@ class TrainingSession:
     base_dir: Path | None = None
     reporter: Callable[[StepReport], None] | None = None
     """Called with each step's report (the CLI prints a line); ``None``: logged at INFO."""
+    telemetry: TelemetrySession | None = None
+    """The exporter of the rollouts' traces, flushed at close (``None``: not traced)."""
 
     def close(self) -> None:
         try:
@@ -78,6 +81,7 @@ class TrainingSession:
                 self.probe_policy.close()
             if self.run_session is not None:
                 self.run_session.abandon()
+            stop_telemetry(self.telemetry)
 
 
 def train(
@@ -222,6 +226,7 @@ def build(
     loop = LoopThread(name="benchmax-train-loop")
     run_session = None
     policy = None
+    telemetry = start_telemetry(config.telemetry)  # the probe group's rollouts are traced too
     try:
         stream = loop.run(open_examples(env_obj, "train", places, max_examples=config.max_examples))
         base_dir = stream.base_dir or places[0]
@@ -235,7 +240,7 @@ def build(
         policy = InProcessPolicy(
             model, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
         )
-        engine = Engine(env_obj, EngineConfig())
+        engine = Engine(env_obj, EngineConfig(telemetry=config.telemetry))
         engine.clients.register(POLICY_URL, policy)
         sampling = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens)
         origin = RunOrigin(
@@ -305,6 +310,7 @@ def build(
             policy.close()
         if run_session is not None:
             run_session.abandon(exc)
+        stop_telemetry(telemetry)
         raise
     return TrainingSession(
         trainer,
@@ -322,6 +328,7 @@ def build(
         tokenizer=tokenizer,
         base_dir=base_dir,
         reporter=reporter,
+        telemetry=telemetry,
     )
 
 
