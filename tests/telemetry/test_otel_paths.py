@@ -71,6 +71,7 @@ def test_a_reply_from_the_response_cache_is_a_model_call_span_marked_as_a_hit(tm
             assert call.attributes[CACHE_HIT] is True
             assert call.attributes["gen_ai.operation.name"] == "chat"
             assert call.attributes["gen_ai.usage.output_tokens"] > 0
+            assert call.attributes["gen_ai.response.model"] == "scripted", "the cache keeps the reply's model"
             assert "server.address" not in call.attributes and "server.port" not in call.attributes
 
 
