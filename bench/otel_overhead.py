@@ -6,6 +6,12 @@ endpoint and with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at an OTLP/HTTP sink 
 process (it answers 200 to ``POST /v1/traces`` and counts bytes), so the export's HTTP and
 protobuf encoding are paid by the driver as in a real run. Each rollout makes 7 spans.
 
+"Off costs nothing measurable" is measured against the code before telemetry existed:
+``--base-commit`` (default ae0862e, the commit the telemetry branch started from) is
+``git archive``d to a temporary folder and the same driver runs with that ``src`` first on
+its ``PYTHONPATH``, alternating with the other variants; "vs base" is each variant's CPU
+per rollout over that one's.
+
     python bench/otel_overhead.py --in-flight 64 --repeats 3 --rollouts 2048
 """
 
@@ -18,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +68,20 @@ def otlp_sink(core: int | None) -> Iterator[str]:
         process.wait(10)
 
 
+@contextlib.contextmanager
+def base_source(commit: str) -> Iterator[Path | None]:
+    """The ``src`` folder of ``commit`` of this repository, unpacked to a temporary folder (``None``: no commit)."""
+    if not commit:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="benchmax-base-") as folder:
+        archive = subprocess.run(
+            ["git", "-C", str(BENCH.parent), "archive", commit, "src"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        yield Path(folder) / "src"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in-flight", default="64")
@@ -68,6 +89,7 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=2048)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--cores", default="0,1", help="driver core, server core ('none': no pinning)")
+    parser.add_argument("--base-commit", default="ae0862e", help="the code before telemetry ('': leave it out)")
     args = parser.parse_args()
     driver_core = server_core = None
     if args.cores != "none" and shutil.which("taskset") and (os.cpu_count() or 1) >= 2:
@@ -75,12 +97,15 @@ def main() -> int:
     base = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     base["PYTHONPATH"] = os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])
     figures: dict[tuple[int, str], list[dict[str, object]]] = {}
-    with fake_server(0.0, server_core) as url, otlp_sink(server_core) as sink:
+    with fake_server(0.0, server_core) as url, otlp_sink(server_core) as sink, base_source(args.base_commit) as src:
         variants = {"off": base, "on (OTLP to loopback)": {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": sink}}
+        if src is not None:
+            before = os.pathsep.join([str(BENCH), str(src)])
+            variants = {f"base {args.base_commit} (no telemetry)": {**base, "PYTHONPATH": before}, **variants}
         for in_flight in (int(value) for value in args.in_flight.split(",")):
             for repeat in range(args.repeats):
                 names = list(variants)
-                names = names[repeat % 2 :] + names[: repeat % 2]
+                names = names[repeat % len(names) :] + names[: repeat % len(names)]
                 for name in names:
                     command = [
                         *_pin(driver_core), sys.executable, str(BENCH / "driver_ours.py"), "--base-url", url,
@@ -95,14 +120,20 @@ def main() -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-    print("| in flight | telemetry | CPU ms/rollout (median) | vs off | rollouts/s (median) | failures |")
+    reference = next(iter(variants))  # the base commit when measured, else "off"
+    print(f"| in flight | telemetry | CPU ms/rollout (median) | vs {reference.split(' (')[0]} | rollouts/s (median) "
+          "| failures |")  # fmt: skip
     print("|---:|---|---:|---:|---:|---:|")
+
+    def median_cpu(runs: list[dict[str, object]]) -> float:
+        return statistics.median(float(run["cpu_ms_per_rollout"]) for run in runs)  # type: ignore[arg-type]
+
     for (in_flight, name), runs in figures.items():
-        cpu = statistics.median(float(run["cpu_ms_per_rollout"]) for run in runs)  # type: ignore[arg-type]
-        off = statistics.median(float(run["cpu_ms_per_rollout"]) for run in figures[(in_flight, "off")])  # type: ignore[arg-type]
+        cpu = median_cpu(runs)
+        against = median_cpu(figures[(in_flight, reference)])
         speed = statistics.median(float(run["rollouts_per_s"]) for run in runs)  # type: ignore[arg-type]
         failures = sum(int(run["failures"]) for run in runs)  # type: ignore[call-overload]
-        print(f"| {in_flight} | {name} | {cpu:.3f} | {cpu / off:.3f} | {speed:,.0f} | {failures} |")
+        print(f"| {in_flight} | {name} | {cpu:.3f} | {cpu / against:.3f} | {speed:,.0f} | {failures} |")
     return 0
 
 

@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "runner": {"envs", "loading", "mix", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
     "inspector": {"store", "auth", "errors"},
     "serve": {"envs", "loading", "remote", "inspector", "errors"},
-    "train": {"runner", "mix", "engine", "client", "envs", "loading", "local", "auth", "aio", "errors"},
+    "train": {"runner", "mix", "engine", "client", "envs", "loading", "local", "auth", "aio", "telemetry", "errors"},
     "cli": {
         "runner",
         "store",

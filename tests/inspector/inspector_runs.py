@@ -92,8 +92,12 @@ def make_runs(root: Path) -> Path:
     return root
 
 
-def write_synthetic_groups(writer: Any, start: int, count: int, *, group_size: int = 2, tokens: bool = False) -> None:
-    """Store ``count`` finished groups straight through the writer (a run "still writing")."""
+def write_synthetic_groups(
+    writer: Any, start: int, count: int, *, group_size: int = 2, tokens: bool = False, traced: bool = False
+) -> None:
+    """Store ``count`` finished groups straight through the writer (a run "still writing").
+
+    ``traced``: each group's first sample carries an OpenTelemetry trace id (its siblings none)."""
     from benchmax.envs import RolloutOutcome, TurnRecord, Usage
     from benchmax.store import GroupWrite
 
@@ -126,6 +130,7 @@ def write_synthetic_groups(writer: Any, start: int, count: int, *, group_size: i
                 ),
                 started_at=now,
                 ended_at=now + 0.01,
+                trace_id=f"{index + 1:016x}{sample + 1:016x}" if traced and sample == 0 else None,
             )
             for sample in range(group_size)
         )

@@ -6,10 +6,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from inspector_runs import API_KEY, MIXTURE_ENVS, XSS, write_training_run
+from inspector_runs import API_KEY, MIXTURE_ENVS, XSS, write_synthetic_groups, write_training_run
 from starlette.testclient import TestClient
 
 from benchmax.inspector import create_app
+from benchmax.store import RunWriter
 from benchmax.train import EnvStep
 
 
@@ -107,6 +108,17 @@ def test_rollout_detail_has_logs_in_place_rewards_with_fill_flags_and_neighbours
     failed_record = client.get(f"/api/runs/a/rollouts/{quote(failed, safe='')}").json()
     assert failed_record["rewards"]["correct"] == {"value": 0.0, "filled": True}
     assert "400" in failed_record["error"]
+
+
+def test_a_traced_rollout_gives_its_trace_id_and_an_untraced_one_null(tmp_path: Path) -> None:
+    writer = RunWriter.create(tmp_path / "traced", {"status": "completed", "model": "m"})
+    write_synthetic_groups(writer, 0, 1, traced=True)
+    writer.close()
+    client = TestClient(create_app(tmp_path), base_url="http://127.0.0.1", client=("127.0.0.1", 40000))
+    traced = client.get(f"/api/runs/traced/rollouts/{quote('eval/live0000#0', safe='')}").json()
+    untraced = client.get(f"/api/runs/traced/rollouts/{quote('eval/live0000#1', safe='')}").json()
+    assert traced["trace_id"] == f"{1:016x}{1:016x}"
+    assert untraced["trace_id"] is None
 
 
 def test_rollout_downloads_as_an_attachment(client: TestClient) -> None:

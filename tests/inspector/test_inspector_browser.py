@@ -287,6 +287,29 @@ def test_token_ids_and_logprobs_show_in_a_token_view(page: object, tmp_path: Pat
         served.stop()
 
 
+def test_a_traced_rollout_shows_its_trace_id_copyable_and_an_untraced_one_nothing(page: object, tmp_path: Path) -> None:
+    writer = RunWriter.create(tmp_path / "traced", {"status": "completed", "model": "m"})
+    write_synthetic_groups(writer, 0, 1, traced=True)
+    writer.close()
+    served = _Server(tmp_path)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served.base)  # type: ignore[attr-defined]
+    try:
+        _open(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#0', safe='')}", "rollout")
+        line = page.locator(".head .trace")
+        expect(line).to_have_text(re.compile(r"^trace 0{15}10{15}1\s+copy$"))
+        line.locator("button", has_text="copy").click()
+        expect(line.locator("button")).to_have_text("copied ✓")
+        copied = page.evaluate("navigator.clipboard.readText()")
+        assert copied == f"{1:016x}{1:016x}"
+        _open(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#1', safe='')}", "rollout")
+        expect(page.locator(".head h1")).to_contain_text("finished")
+        assert page.locator(".head .trace").count() == 0
+        assert "trace" not in page.locator(".head").inner_text()
+        assert not page.errors
+    finally:
+        served.stop()
+
+
 def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page: object, tmp_path: Path) -> None:
     write_training_run(tmp_path / "train")
     served = _Server(tmp_path)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._options import AuthBindings, cache_settings, parse_auth
+from benchmax.cli._options import AuthBindings, TelemetryOptions, cache_settings, parse_auth, with_option_groups
 from benchmax.cli._output import command_line, error_line, fit_table, plural
 from benchmax.errors import BenchmaxError
 from benchmax.runner import arescore
@@ -63,6 +63,7 @@ def export_command(
     console.print(f"wrote {plural(count, 'rollout')} to {target}", soft_wrap=True, highlight=False, markup=False)
 
 
+@with_option_groups
 def rescore_command(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="The run whose transcripts to score again.")],
     env: Annotated[str | None, typer.Argument(metavar="ENV", help="Env spec (default: the one the run used).")] = None,
@@ -105,6 +106,7 @@ def rescore_command(
             show_default=False,
         ),
     ] = [],  # noqa: B006
+    telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Score stored transcripts with the env's current reward code, into a new run (no policy calls)."""
     from benchmax.cli._summary import render_provenance, render_summary
@@ -133,6 +135,7 @@ def rescore_command(
                     executor=executor,
                     ray_address=ray_address,
                     env_specs=env_specs,
+                    telemetry=telemetry.settings(),
                 )
             )
     except BenchmaxError as exc:

@@ -10,7 +10,7 @@ import typer
 
 from benchmax.auth import bind_model_auth
 from benchmax.cli._mix import MixOptions, mix_label, mix_spec
-from benchmax.cli._options import EnvOptions, OptionalEnvArgument, parse_env_args, with_option_groups
+from benchmax.cli._options import EnvOptions, OptionalEnvArgument, TelemetryOptions, parse_env_args, with_option_groups
 from benchmax.errors import BenchmaxError
 from benchmax.mix import EnvMix, MixSpec
 
@@ -145,6 +145,7 @@ def train_command(
     eval_examples: Annotated[
         int | None, typer.Option(rich_help_panel="Held-out eval", help="Evaluate at most N eval examples.")
     ] = None,
+    telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Train a policy with GRPO on ENV (or a mixture: --env A=0.5 --env B=0.5); rollouts go to the run store."""
     mix = _train_mix(env, mixture.mix_env, env_options, max_examples, mixture.env_max_examples, seed, resume)
@@ -165,6 +166,7 @@ def train_command(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "matplotlib", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    traces = telemetry.settings()
     overrides: dict[str, Any] = {}
     resumed: TrainConfig | None = None
     if resume is not None:
@@ -177,7 +179,7 @@ def train_command(
             raise typer.BadParameter(f"{resume} holds no training run", param_hint="--resume")
         try:
             resumed = TrainConfig.from_meta(
-                meta, run_dir=resume, resume=True, max_steps=max_steps, max_minutes=max_minutes
+                meta, run_dir=resume, resume=True, max_steps=max_steps, max_minutes=max_minutes, telemetry=traces
             )
         except (BenchmaxError, TypeError, ValueError) as exc:
             typer.echo(f"error: {resume}: {exc}", err=True)
@@ -216,6 +218,7 @@ def train_command(
             "train_layers": train_layers,
             "eval_group_size": eval_group_size,
             "eval_examples": eval_examples,
+            "telemetry": traces,
         }
     try:
         config = resumed or TrainConfig(

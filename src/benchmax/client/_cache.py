@@ -176,6 +176,7 @@ def encode(result: ChatResult) -> bytes:
         "prompt_token_ids": result.prompt_token_ids,
         "completion_token_ids": result.completion_token_ids,
         "completion_logprobs": result.completion_logprobs,
+        "response_model": result.response_model,
     }
     return zlib.compress(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY), 6)
 
@@ -198,6 +199,7 @@ def decode(value: bytes) -> ChatResult:
         return found
 
     logprobs = data.get("completion_logprobs")
+    model = data.get("response_model")  # absent in entries kept before replies carried it
     return ChatResult(
         message=message,
         finish_reason=data["finish_reason"] if isinstance(data.get("finish_reason"), str) else None,
@@ -207,6 +209,7 @@ def decode(value: bytes) -> ChatResult:
         completion_logprobs=tuple(logprob(float(item), "completion_logprobs") for item in logprobs)
         if isinstance(logprobs, list)
         else None,
+        response_model=model[:200] if isinstance(model, str) else None,
     )
 
 

@@ -29,6 +29,7 @@ from benchmax.client._cache import CacheSettings, ResponseCache, UncacheableRequ
 from benchmax.client._prices import PriceTable
 from benchmax.client._types import ChatResult, ModelClient
 from benchmax.envs import Usage, current_scope
+from benchmax.telemetry import cached_model_call
 
 logger = logging.getLogger("benchmax.client")
 
@@ -299,6 +300,7 @@ class CallLedger:
             hit = await self.cache.get(key)
             if hit is not None:
                 meter.add(owner, role, model, None, 0.0, hit=True)
+                cached_model_call(body, hit)
                 return hit
         if auth is None:
             result = await client.chat(body, rollout_id=rollout_id)

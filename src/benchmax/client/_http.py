@@ -48,7 +48,7 @@ from benchmax.client._replies import (
 from benchmax.client._retry import RetryPolicy
 from benchmax.client._types import ChatResult, EndpointDown, ModelError
 from benchmax.envs import TerminationReason
-from benchmax.telemetry import end_model_call, fail_model_call, start_model_call
+from benchmax.telemetry import traced_model_call
 
 logger = logging.getLogger("benchmax.client")
 
@@ -194,23 +194,11 @@ class HttpModelClient:
         ``Unavailable`` instead (so a router can send the request to another replica)."""
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
-        span = start_model_call(body, *self._server)
-        if span is None:
-            return await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
-        try:
-            result = await self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id)
-        except BaseException as exc:
-            fail_model_call(span, exc)
-            raise
-        end_model_call(
-            span,
-            response_model=result.response_model,
-            finish_reason=result.finish_reason,
-            input_tokens=result.usage.prompt_tokens,
-            output_tokens=result.usage.completion_tokens,
-            message=result.message,
+        return await traced_model_call(
+            body,
+            *self._server,
+            lambda: self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id),
         )
-        return result
 
     async def request(
         self,

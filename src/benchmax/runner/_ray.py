@@ -58,6 +58,7 @@ from benchmax.mix import EnvMix, MixSpec
 from benchmax.runner._config import RunConfig
 from benchmax.runner._executor import LocalExecutor, RolloutSlots, failed_group
 from benchmax.runner._outages import _MergedOutages
+from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 
 logger = logging.getLogger("benchmax.runner")
 
@@ -108,9 +109,15 @@ class _Worker:
         self._changed: asyncio.Event | None = None
         self._endpoints: set[str] = set()
         self._last_failure = ""
+        self._telemetry: TelemetrySession | None = None
 
     async def start(self) -> dict[str, Any]:
-        """Build the env here, not in ``__init__``, so its errors come back as ordinary exceptions."""
+        """Build the env here, not in ``__init__``, so its errors come back as ordinary exceptions.
+
+        Traces go out through this actor's own exporter, started from the run's typed settings;
+        the exporter reads any ``OTEL_EXPORTER_OTLP_HEADERS`` (keys) from this process's
+        environment, so no key travels with the actor's arguments."""
+        self._telemetry = start_telemetry(self._engine_config.telemetry)
         self._env = self._spec.load() if self._mix is None else await EnvMix.load(self._mix)
         self._executor = LocalExecutor(self._env, self._engine_config, prices=self._prices, cache=self._cache)
         clients = self._executor.clients
@@ -174,13 +181,17 @@ class _Worker:
         return int(self._executor.totals().failures.get("endpoint_down", 0))
 
     async def aclose(self) -> None:
-        if self._executor is not None:
-            await self._executor.aclose()
-        if self._env is not None:
-            try:
-                await self._env.aclose()
-            except Exception:
-                logger.exception("%s.aclose() failed", type(self._env).__name__)
+        try:
+            if self._executor is not None:
+                await self._executor.aclose()
+            if self._env is not None:
+                try:
+                    await self._env.aclose()
+                except Exception:
+                    logger.exception("%s.aclose() failed", type(self._env).__name__)
+        finally:
+            telemetry, self._telemetry = self._telemetry, None
+            await asyncio.to_thread(stop_telemetry, telemetry)  # this actor's spans go out before it ends
 
 
 _RemoteWorker = ray.remote(_Worker)

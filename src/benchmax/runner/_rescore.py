@@ -66,6 +66,7 @@ from benchmax.store import (
     decode_transcript,
     decode_turns,
 )
+from benchmax.telemetry import TelemetrySettings, start_telemetry, stop_telemetry
 
 _CHUNK_GROUPS = 250
 _IN_PROCESS_BELOW = 20_000
@@ -99,6 +100,7 @@ async def arescore(
     executor: str = "local",
     ray_address: str | None = None,
     env_specs: Mapping[str, str] | None = None,
+    telemetry: TelemetrySettings | None = None,
 ) -> Path:
     """Write a new run next to ``source`` with every stored group scored again.
 
@@ -115,6 +117,11 @@ async def arescore(
     :class:`~benchmax.auth.EnvironmentKeyAuth`, for worker processes).
     A mixture is rescored by its stored envs; ``env_specs`` (``{name: spec}``) gives some of them
     new code and leaves the others as stored.
+
+    ``telemetry``: each rescored rollout is a trace (its context, its reward, a judge's
+    calls), exported by the process that scores it: this one, each worker process (its
+    own exporter, flushed as it exits) or each Ray actor; ``None`` leaves it to the
+    standard ``OTEL_*`` variables.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1 (--concurrency)")
@@ -128,6 +135,7 @@ async def arescore(
         config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
         ranges = _group_ranges(old)
+    config = replace(config, engine=replace(config.engine, telemetry=telemetry or TelemetrySettings()))
     mix = _rescored_mix(source, config, env_spec, env_specs or {})
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
     target = run_dir or source.with_name(f"{source.name}-rescored-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -154,6 +162,7 @@ async def arescore(
         inherited=_source_provenance(meta, config),
     )
     new_config = replace(config, env=spec.spec) if mix is None else replace(config, mix=mix)
+    traces = start_telemetry(config.engine.telemetry)
     try:
         if processes > 1 or executor == "ray":
             await scorer.aclose()  # each worker (process or Ray actor) loads its own
@@ -200,7 +209,10 @@ async def arescore(
                     cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
                 )
     finally:
-        await scorer.aclose()
+        try:
+            await scorer.aclose()
+        finally:
+            await asyncio.to_thread(stop_telemetry, traces)  # queued spans go out, bounded by the export timeout
     return target
 
 
@@ -390,6 +402,7 @@ class _Scorer:
                         dict(outcome.rewards),
                         outcome.logs,
                         outcome.scoring_error,
+                        outcome.trace_id,
                     )
                     for row, outcome in zip(rows, result.outcomes, strict=True)
                 ),
@@ -449,6 +462,8 @@ def _worker_start(job: _Job) -> None:
 
     global _worker
     loop = asyncio.new_event_loop()
+    traces = start_telemetry(job.engine.telemetry)  # this process's own exporter (the driver's is not shared)
+    atexit.register(stop_telemetry, traces)  # registered first, so it runs last: after the env's spans end
     scorer = _Scorer(job)
     scorer.load()
     _worker = (scorer, loop)

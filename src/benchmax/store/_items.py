@@ -90,7 +90,7 @@ class ItemQueries(QueryBase):
             "SELECT r.rollout_id, r.seq, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split,"
             " r.termination_reason, r.error, r.scored, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns,"
             " r.num_tool_calls, r.started_at, r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling,"
-            " (SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id)"
+            " (SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id), r.trace_id"
             " FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq WHERE r.rollout_id = ?",
             (rollout_id,),
         )
@@ -100,7 +100,7 @@ class ItemQueries(QueryBase):
             "rollout_id", "seq", "group_id", "example_id", "sample_index", "step", "batch", "split",
             "termination_reason", "error", "scored", "reward", "prompt_tokens", "completion_tokens",
             "num_turns", "num_tool_calls", "started_at", "ended_at", "seconds", "final_text",
-            "messages", "turns", "sampling", "env",
+            "messages", "turns", "sampling", "env", "trace_id",
         )  # fmt: skip
         record = dict(zip(names, row, strict=True))
         self._label_envs([record])

@@ -38,7 +38,7 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
                 total_count[1] += 1
             ok = is_scored(score.termination_reason, values, score.scoring_error)
             total = sum(values.values()) if values else None
-            rollouts.append((score.termination_reason, score.error, int(ok), total, score.seq))
+            rollouts.append((score.termination_reason, score.error, int(ok), total, score.trace_id, score.seq))
             rewards.extend((score.seq, name, value) for name, value in values.items())
             names.update(values)
             totals.append(total if total is not None else 0.0)
@@ -69,7 +69,7 @@ def _write_scores(conn: sqlite3.Connection, groups: Sequence[ScoredGroup], thres
     conn.executemany(
         "INSERT INTO rollouts SELECT r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch,"
         " r.split, ?, ?, ?, ?, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-        " r.ended_at, r.seconds, r.final_text, NULL FROM src.rollouts AS r WHERE r.seq = ?",
+        " r.ended_at, r.seconds, r.final_text, ? FROM src.rollouts AS r WHERE r.seq = ?",
         rollouts,
     )
     conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rewards)

@@ -60,13 +60,15 @@ class RolloutScore:
     logs: tuple[LogEntry, ...] = ()
     scoring_error: str | None = None
     """Why a scoring hook failed (see :attr:`benchmax.envs.RolloutOutcome.scoring_error`)."""
+    trace_id: str | None = None
+    """The OpenTelemetry trace of this scoring, when it was traced (the source's trace is not this one)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a rescore's workers send these by the thousand; the default pickling of a
         # slotted dataclass walks its fields in Python on both sides
         return (
             RolloutScore,
-            (self.seq, self.termination_reason, self.error, self.rewards, self.logs, self.scoring_error),
+            (self.seq, self.termination_reason, self.error, self.rewards, self.logs, self.scoring_error, self.trace_id),
         )
 
 

@@ -13,9 +13,9 @@ still lands in the rollout's trace.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 from opentelemetry import context as otel_context
@@ -28,6 +28,8 @@ from benchmax.envs import current_scope
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
+
+R = TypeVar("R")
 
 MAX_CONTENT_CHARS = 64_000
 """Text kept per content attribute (``--otel-content``); longer is cut and marked."""
@@ -239,7 +241,27 @@ def fail_span(active: Span | None, kind: str, message: str) -> None:
 # Model calls.
 
 
-def start_model_call(body: Mapping[str, Any], address: str | None, port: int | None) -> Span | None:
+CACHE_HIT = "benchmax.cache.hit"
+"""On a model-call span answered by the response cache: nothing was sent, so no server attributes."""
+
+
+class ChatReply(Protocol):
+    """What a model-call span reads of a reply (``benchmax.client.ChatResult``; typed here as a
+    protocol because the client package imports this one)."""
+
+    @property
+    def message(self) -> Mapping[str, Any]: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def usage(self) -> Any: ...
+    @property
+    def response_model(self) -> str | None: ...
+
+
+def start_model_call(
+    body: Mapping[str, Any], address: str | None, port: int | None, *, cache_hit: bool = False
+) -> Span | None:
     """``chat {model}`` for a chat completion about to be sent; ``None`` when off.
 
     Its parent is the current span, unless the call is made for a rollout from outside
@@ -252,6 +274,8 @@ def start_model_call(body: Mapping[str, Any], address: str | None, port: int | N
         gen_ai.GEN_AI_OPERATION_NAME: gen_ai.GenAiOperationNameValues.CHAT.value,
         gen_ai.GEN_AI_REQUEST_MODEL: model,
     }
+    if cache_hit:
+        attributes[CACHE_HIT] = True
     if address:
         attributes[server_attributes.SERVER_ADDRESS] = address
     if port is not None:
@@ -294,6 +318,47 @@ def end_model_call(
     if _CONTENT:
         active.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _text([dict(message)]))
     active.end()
+
+
+def finish_model_call(active: Span, reply: ChatReply) -> None:
+    """Close a model-call span with what the reply says (its model, finish, token counts)."""
+    end_model_call(
+        active,
+        response_model=reply.response_model,
+        finish_reason=reply.finish_reason,
+        input_tokens=reply.usage.prompt_tokens,
+        output_tokens=reply.usage.completion_tokens,
+        message=reply.message,
+    )
+
+
+def cached_model_call(body: Mapping[str, Any], reply: ChatReply) -> None:
+    """A call the response cache answered: a span of its own (``benchmax.cache.hit=true``), so the
+    rollout's trace shows every turn, with no server attributes (nothing was sent)."""
+    if _TRACER is None:
+        return
+    active = start_model_call(body, None, None, cache_hit=True)
+    assert active is not None
+    finish_model_call(active, reply)
+
+
+async def traced_model_call(
+    body: Mapping[str, Any], address: str | None, port: int | None, send: Callable[[], Awaitable[R]]
+) -> R:
+    """Send one chat completion (``send``) inside its ``chat {model}`` span while tracing is on.
+
+    The one way a model call is traced, whoever answers it (an HTTP server, the in-process
+    policy): off, it is ``send()`` after a ``None`` check."""
+    active = start_model_call(body, address, port)
+    if active is None:
+        return await send()
+    try:
+        result = await send()
+    except BaseException as exc:
+        fail_model_call(active, exc)
+        raise
+    finish_model_call(active, result)  # type: ignore[arg-type]
+    return result
 
 
 def fail_model_call(active: Span, exc: BaseException) -> None:

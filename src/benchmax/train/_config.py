@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.errors import BenchmaxError
+from benchmax.telemetry import TelemetrySettings
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import EvalSummary
 from benchmax.train._groups import DEAD_GROUP_MODES
@@ -70,6 +71,9 @@ class TrainConfig:
     """Evaluate the held-out (``eval``) split before and after training with this many
     rollouts per example (0: no eval), through the runner's eval path."""
     eval_examples: int | None = None
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    """Where traces of the rollouts go (``--otel-endpoint``; docs/telemetry.md). Not stored with
+    the run (the endpoint is the user's and may carry credentials): a resume traces only when told."""
 
     def __post_init__(self) -> None:
         if self.group_size < 2:
@@ -125,6 +129,7 @@ class TrainConfig:
 
     def to_meta(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["telemetry"]
         for key in ("run_dir", "data_dir"):
             data[key] = str(data[key]) if data[key] is not None else None
         return data

@@ -25,6 +25,7 @@ import torch
 
 from benchmax.client import ChatResult, ModelError
 from benchmax.envs import TerminationReason, Usage, message_key
+from benchmax.telemetry import traced_model_call
 from benchmax.train._tokens import TemplateError, parse_tool_call_text, render_prompt, render_suffix
 
 logger = logging.getLogger("benchmax.train.policy")
@@ -144,6 +145,10 @@ class TokenPolicy:
     # -- ModelClient ---------------------------------------------------------
 
     async def chat(self, body: dict[str, Any], *, rollout_id: str | None = None) -> ChatResult:
+        """A turn of the policy: a ``chat`` span without server attributes while tracing is on."""
+        return await traced_model_call(body, None, None, lambda: self._chat(body, rollout_id))
+
+    async def _chat(self, body: dict[str, Any], rollout_id: str | None) -> ChatResult:
         keys = _keys(body)
         try:
             prompt_ids, extended = self._prompt(body, rollout_id, keys)

@@ -25,6 +25,7 @@ from benchmax.engine import Engine, EngineConfig
 from benchmax.envs import BaseEnv, Example, SamplingParams
 from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
+from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
@@ -64,6 +65,8 @@ class TrainingSession:
     """Called with each step's report (the CLI prints a line); ``None``: logged at INFO."""
     envs: tuple[str, ...] = ()
     """The envs of a mixture (each example's ``Example.env``), in name order; ``()`` for one env."""
+    telemetry: TelemetrySession | None = None
+    """The exporter of the rollouts' traces, flushed at close (``None``: not traced)."""
 
     def close(self) -> None:
         try:
@@ -80,6 +83,7 @@ class TrainingSession:
                 self.probe_policy.close()
             if self.run_session is not None:
                 self.run_session.abandon()
+            stop_telemetry(self.telemetry)
 
 
 def train(
@@ -225,6 +229,7 @@ def build(
     loop = LoopThread(name="benchmax-train-loop")
     run_session = None
     policy = None
+    telemetry = start_telemetry(config.telemetry)  # the probe group's rollouts are traced too
     try:
         stream = loop.run(open_examples(env_obj, "train", places, max_examples=config.max_examples))
         base_dir = stream.base_dir or places[0]
@@ -238,7 +243,7 @@ def build(
         policy = InProcessPolicy(
             model, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
         )
-        engine = Engine(env_obj, EngineConfig())
+        engine = Engine(env_obj, EngineConfig(telemetry=config.telemetry))
         engine.clients.register(POLICY_URL, policy)
         sampling = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens)
         origin = RunOrigin(
@@ -308,6 +313,7 @@ def build(
             policy.close()
         if run_session is not None:
             run_session.abandon(exc)
+        stop_telemetry(telemetry)
         raise
     return TrainingSession(
         trainer,
@@ -326,6 +332,7 @@ def build(
         base_dir=base_dir,
         reporter=reporter,
         envs=tuple(sorted({example.env for example in dataset if example.env is not None})),
+        telemetry=telemetry,
     )
 
 

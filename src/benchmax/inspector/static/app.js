@@ -1319,6 +1319,15 @@
     return h('p', { class: 'cost' }, h('strong', { text: `cost ${usd(cost.usd)}` }), parts.length ? ` · ${parts.join(' · ')}` : ' · no model calls');
   }
 
+  // The rollout's OpenTelemetry trace id (--otel-endpoint), to look it up in a tracing UI;
+  // nothing for a rollout that was not traced.
+  function traceLine(traceId) {
+    if (!traceId) return null;
+    const copy = h('button', { type: 'button', class: 'button small', text: 'copy' });
+    copy.addEventListener('click', () => copyText(traceId, copy));
+    return h('p', { class: 'trace muted' }, 'trace ', h('span', { class: 'id', text: traceId, title: 'OpenTelemetry trace id' }), ' ', copy);
+  }
+
   async function rolloutView(r) {
     const rec = await data.rollout(r.run, r.id);
     crumbs(['runs', link.runs()], [r.run, link.run(r.run)], ['group', link.group(r.run, rec.group_id)], [shortened(rec.rollout_id, rec), null]);
@@ -1339,7 +1348,8 @@
       h('span', { class: 'spacer' }), copyButton, download);
     const head = h('section', { class: 'head' },
       h('h1', {}, h('span', { class: 'id', text: shortened(rec.rollout_id, rec), title: rec.rollout_id }), ' ', reasonBadge(rec.termination_reason, rec.scored)),
-      h('p', { class: 'muted' }, envLine(r.run, rec), `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}`));
+      h('p', { class: 'muted' }, envLine(r.run, rec), `example ${shortId(rec)} · sample ${rec.sample_index} · batch ${rec.batch}${rec.step !== null ? ` · step ${rec.step}` : ''} · ${rec.split} · started ${date(rec.started_at)}`),
+      traceLine(rec.trace_id));
     const names = Object.keys(rec.rewards);
     const advantageClass = rec.advantage > 0 ? 'up' : rec.advantage < 0 ? 'down' : 'muted';
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
