@@ -11,6 +11,7 @@ exporter itself and never pass through benchmax's logs or store.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from benchmax.telemetry import _spans
-from benchmax.telemetry._settings import ExportTarget, TelemetrySettings, export_target
+from benchmax.telemetry._settings import ExportTarget, TelemetryError, TelemetrySettings, export_target
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -147,6 +148,17 @@ _LOCK = threading.Lock()
 _SESSION: TelemetrySession | None = None
 
 
+_MISSING = (
+    "tracing needs OpenTelemetry, which is not installed: pip install 'benchmax[otel]' "
+    "(the SDK and the OTLP/HTTP exporter)"
+)
+
+
+@functools.cache
+def _warn_missing() -> None:
+    logger.warning("telemetry: OTEL_EXPORTER_OTLP_*ENDPOINT is set but %s; not tracing", _MISSING)
+
+
 def start_telemetry(settings: TelemetrySettings | None) -> TelemetrySession | None:
     """Start exporting for a run (or join the run already exporting); ``None`` when tracing is off.
 
@@ -155,6 +167,11 @@ def start_telemetry(settings: TelemetrySettings | None) -> TelemetrySession | No
     global _SESSION
     target = export_target(settings)
     if target is None:
+        return None
+    if not _spans.AVAILABLE:
+        if settings is not None and settings.endpoint is not None:
+            raise TelemetryError(_MISSING)
+        _warn_missing()  # asked by an OTEL_* variable set for other programs too: the run goes on untraced
         return None
     content = bool(settings is not None and settings.content)
     with _LOCK:

@@ -18,13 +18,19 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
-from opentelemetry import context as otel_context
-from opentelemetry import trace as otel_trace
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
-from opentelemetry.semconv.attributes import error_attributes, server_attributes
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from benchmax.envs import current_scope
+
+try:  # the ``otel`` extra; without it tracing cannot be turned on (``start_telemetry`` says so)
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from opentelemetry.semconv.attributes import error_attributes, server_attributes
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError:
+    AVAILABLE = False
+else:
+    AVAILABLE = True
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
