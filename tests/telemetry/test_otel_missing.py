@@ -47,7 +47,8 @@ def _eval_without_otel(tmp_path: Path, server: ScriptedServer, *extra: str, **en
     env.update({"COLUMNS": "1000", "NO_COLOR": "1", "TERM": "dumb"}, **environ)
     command = [
         sys.executable, "-c", WITHOUT_OTEL, "eval", f"{tmp_path / 'env.py'}:EchoEnv",
-        "--data-dir", str(tmp_path / "data"), "--base-url", server.base_url, "--model", "scripted", "--run-dir", str(tmp_path / "run"), "--no-progress",
+        "--data-dir", str(tmp_path / "data"), "--base-url", server.base_url, "--model", "scripted",
+        "--run-dir", str(tmp_path / "run"), "--no-progress",
         *extra,
     ]  # fmt: skip
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
