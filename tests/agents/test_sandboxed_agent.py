@@ -1,10 +1,11 @@
-"""An agent command in the bwrap sandbox: the proxy is its one way out, through the Unix-socket relay."""
+"""An agent command in the bwrap sandbox: the proxy (a forwarded port) is its one way out."""
 
 from __future__ import annotations
 
 import pytest
 from agent_helpers import COMMAND, SCRIPT, TOOL_THEN_ANSWER, ScoredAgents, example
 
+from benchmax.agents import AGENT_ERROR, ANSWER_NAME
 from benchmax.envs import TerminationReason
 from benchmax.sandbox import BwrapProvider, Mount, SandboxSpec, SandboxUnavailable
 
@@ -43,6 +44,46 @@ async def test_a_sandboxed_command_cannot_reach_the_host_network(run_group, scri
     (outcome,) = await run_group(env, example())
     assert outcome.messages[-1]["content"] == "blocked"
     assert outcome.turns == ()
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason", "calls", "scored"),
+    [
+        ("crash", AGENT_ERROR, 1, False),
+        ("hang", TerminationReason.TIMEOUT, 1, False),
+        ("flood", TerminationReason.MAX_TURNS_EXCEEDED, 3, True),
+        ("binary", TerminationReason.FINISHED, 1, True),
+    ],
+)
+async def test_a_misbehaving_sandboxed_command_ends_with_its_reason_and_keeps_its_calls(
+    run_group, mode, reason, calls, scored
+):
+    """The same endings as a command run on the host (test_agent_env.py), from inside the sandbox."""
+    env = ScoredAgents(command=COMMAND, sandbox=SPEC, max_calls=3, timeout=5.0)
+    (outcome,) = await run_group(env, example([{"content": "5"}] * 5, mode=mode))
+    assert outcome.termination_reason == reason, outcome.error
+    assert len(outcome.turns) == calls
+    assert outcome.scored is scored
+    stderr = [entry.message for entry in outcome.logs if entry.logger == "benchmax.agents.stderr"]
+    if mode == "crash":
+        assert "boom, the agent fell over" in outcome.error
+        assert "the agent command exited with status 3 in its sandbox" in outcome.error
+    elif mode == "hang":
+        assert "ran past its 5s limit" in outcome.error
+    elif mode == "flood":
+        assert any("max_calls_exceeded" in line for line in stderr)
+    else:
+        assert outcome.messages[-1] == {"role": "assistant", "content": "5 \ufffd\ufffd", "name": ANSWER_NAME}
+        assert "bad bytes \ufffd\ufffd on stderr" in stderr
+
+
+async def test_a_sandboxed_command_killed_by_a_signal_says_so(run_group):
+    import sys
+
+    command = [sys.executable, "-c", "import os, sys; print('dying', file=sys.stderr); os.kill(os.getpid(), 9)"]
+    (outcome,) = await run_group(ScoredAgents(command=command, sandbox=SPEC), example())
+    assert outcome.termination_reason == AGENT_ERROR
+    assert "the agent command was killed by signal 9 in its sandbox: dying" in outcome.error
 
 
 async def test_network_true_is_refused_for_an_agents_sandbox(run_group):

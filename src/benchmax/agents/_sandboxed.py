@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmax.agents._run import AgentRun, bounded, log_line
+from benchmax.agents._run import AgentRun, command_ended, log_line
 from benchmax.envs import RolloutFailure, TerminationReason
 from benchmax.proxy import ProxyLease
 from benchmax.sandbox import BwrapProvider, PortForward, SandboxError, SandboxSpec
@@ -69,19 +69,12 @@ async def run_in_sandbox(
         raise RolloutFailure(TerminationReason.SANDBOX_ERROR, f"the agent's sandbox failed: {exc}") from exc
     for line in result.stderr.splitlines():
         log_line(line.encode("utf-8", "replace"))
-    tail = result.stderr[-max_stderr:]
-    answer = bounded(result.stdout.strip(), max_answer)
-    if result.timed_out:
-        return AgentRun(
-            "timeout", error=f"the agent command ran past its {timeout:g}s limit and was killed", stderr_tail=tail
-        )
-    if result.exit_code != 0:
-        detail = f": {bounded(tail.strip(), 2_000)}" if tail.strip() else " (no stderr)"
-        return AgentRun(
-            "error",
-            answer=answer,
-            error=f"the agent command exited with status {result.exit_code} in its sandbox{detail}",
-            stderr_tail=tail,
-            exit_code=result.exit_code,
-        )
-    return AgentRun("ok", answer=answer, stderr_tail=tail, exit_code=0)
+    return command_ended(
+        result.stdout,
+        result.stderr[-max_stderr:],
+        result.exit_code,
+        timed_out=result.timed_out,
+        timeout=timeout,
+        max_answer=max_answer,
+        where=" in its sandbox",
+    )
