@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from benchmax.agents._run import AgentFunction, AgentRun, command_env, run_command, run_function
-from benchmax.agents._sandboxed import SandboxBridge, run_in_sandbox
+from benchmax.agents._sandboxed import run_in_sandbox
 from benchmax.agents._transcript import calls_to_turns, transcript
 from benchmax.client import ClientPool
 from benchmax.envs import (
@@ -106,7 +106,6 @@ class AgentEnv(BaseEnv):
         self._proxies: dict[tuple[Any, ...], RecordingProxy] = {}
         self._own_clients: ClientPool | None = None
         self._lock = asyncio.Lock()
-        self._bridge: SandboxBridge | None = None
 
     def _check(self) -> None:
         name = type(self).__name__
@@ -177,10 +176,8 @@ class AgentEnv(BaseEnv):
             )
         stdin = orjson.dumps(payload, default=str)
         if self.sandbox:
-            bridge = await self._sandbox_bridge(lease)
             return await run_in_sandbox(
                 self.sandbox,
-                bridge,
                 self.argv(),
                 stdin,
                 lease,
@@ -244,13 +241,6 @@ class AgentEnv(BaseEnv):
                 self._proxies[key] = proxy
         return proxy
 
-    async def _sandbox_bridge(self, lease: ProxyLease) -> SandboxBridge:
-        async with self._lock:
-            if self._bridge is None:
-                self._bridge = SandboxBridge()
-            await self._bridge.serve(lease.base_url)
-        return self._bridge
-
     @asynccontextmanager
     async def rollout_context(self, rollout_id: str, example: Example[JsonRow]) -> AsyncIterator[None]:
         yield
@@ -259,9 +249,6 @@ class AgentEnv(BaseEnv):
         proxies, self._proxies = list(self._proxies.values()), {}
         for proxy in proxies:
             await proxy.aclose()
-        if self._bridge is not None:
-            await self._bridge.aclose()
-            self._bridge = None
         if self._own_clients is not None:
             await self._own_clients.aclose()
             self._own_clients = None

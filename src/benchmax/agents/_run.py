@@ -143,18 +143,31 @@ async def run_command(
         for reader in readers:
             reader.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
-    tail = stderr.text()
+    return command_ended(
+        stdout.data().decode("utf-8", "replace"),
+        stderr.text(),
+        process.returncode,
+        timed_out=timed_out,
+        timeout=timeout,
+        max_answer=max_answer,
+    )
+
+
+def command_ended(
+    stdout: str, tail: str, code: int | None, *, timed_out: bool, timeout: float, max_answer: int, where: str = ""
+) -> AgentRun:
+    """How a command ended, run here or in a sandbox (``where`` says which): stdout is the answer,
+    past ``timeout`` a timeout, a non-zero status an error with the stderr tail."""
     if timed_out:
         return AgentRun(
             "timeout", error=f"the agent command ran past its {timeout:g}s limit and was killed", stderr_tail=tail
         )
-    code = process.returncode
-    answer = bounded(stdout.data().decode("utf-8", "replace").strip(), max_answer)
+    answer = bounded(stdout.strip(), max_answer)
     if code != 0:
         ended = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
         detail = f": {bounded(tail.strip(), 2_000)}" if tail.strip() else " (no stderr)"
         return AgentRun(
-            "error", answer=answer, error=f"the agent command {ended}{detail}", stderr_tail=tail, exit_code=code
+            "error", answer=answer, error=f"the agent command {ended}{where}{detail}", stderr_tail=tail, exit_code=code
         )
     return AgentRun("ok", answer=answer, stderr_tail=tail, exit_code=code)
 
