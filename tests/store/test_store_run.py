@@ -221,5 +221,6 @@ def test_a_file_whose_ids_are_unique_by_column_constraint_keeps_it_and_gets_no_s
     with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
         conn.execute("INSERT INTO rollouts SELECT seq + 1, rollout_id, group_id, example_id, sample_index, step,"
                      " batch, split, termination_reason, error, scored, reward, prompt_tokens, completion_tokens,"
-                     " num_turns, num_tool_calls, started_at, ended_at, seconds, final_text, trace_id FROM rollouts")  # fmt: skip
+                     " num_turns, num_tool_calls, started_at, ended_at, seconds, final_text, trace_id"
+                     " FROM rollouts")  # fmt: skip
     conn.close()

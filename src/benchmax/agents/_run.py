@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from benchmax.envs import truncate_text
+
 logger = logging.getLogger("benchmax.agents")
 stderr_logger = logging.getLogger("benchmax.agents.stderr")
 
@@ -49,13 +51,6 @@ class AgentRun:
     exit_code: int | None = None
 
 
-def bounded(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, marked where it was cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}…[truncated {len(text) - limit} chars]"
-
-
 async def run_function(
     agent: AgentFunction, example: Mapping[str, Any], base_url: str, api_key: str, *, timeout: float, max_answer: int
 ) -> AgentRun:
@@ -69,12 +64,12 @@ async def run_function(
         return _function_failed(exc)
     except Exception as exc:
         return _function_failed(exc)
-    return AgentRun("ok", answer=bounded(_answer_text(answer), max_answer))
+    return AgentRun("ok", answer=truncate_text(_answer_text(answer), max_answer))
 
 
 def _function_failed(exc: BaseException) -> AgentRun:
     logger.error("the agent raised %s", type(exc).__name__, exc_info=exc)
-    return AgentRun("error", error=bounded(f"the agent raised {type(exc).__name__}: {exc}", 2_000))
+    return AgentRun("error", error=truncate_text(f"the agent raised {type(exc).__name__}: {exc}", 2_000))
 
 
 def _answer_text(answer: Any) -> str:
@@ -162,10 +157,10 @@ def command_ended(
         return AgentRun(
             "timeout", error=f"the agent command ran past its {timeout:g}s limit and was killed", stderr_tail=tail
         )
-    answer = bounded(stdout.strip(), max_answer)
+    answer = truncate_text(stdout.strip(), max_answer)
     if code != 0:
         ended = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with status {code}"
-        detail = f": {bounded(tail.strip(), 2_000)}" if tail.strip() else " (no stderr)"
+        detail = f": {truncate_text(tail.strip(), 2_000)}" if tail.strip() else " (no stderr)"
         return AgentRun(
             "error", answer=answer, error=f"the agent command {ended}{where}{detail}", stderr_tail=tail, exit_code=code
         )
@@ -246,7 +241,7 @@ async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
 def log_line(line: bytes) -> None:
     text = line.decode("utf-8", "replace").rstrip("\r")
     if text.strip():
-        stderr_logger.info("%s", bounded(text, MAX_LINE_CHARS))
+        stderr_logger.info("%s", truncate_text(text, MAX_LINE_CHARS))
 
 
 class _Head:

@@ -13,7 +13,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from benchmax.envs import LogEntry
+from benchmax.envs import LogEntry, truncate_text
 
 
 @dataclass(slots=True)
@@ -35,9 +35,7 @@ class LogSink:
             message = record.getMessage()
         except Exception as exc:
             message = f"<unformattable log message {record.msg!r}: {exc}>"
-        if len(message) > self.max_message_chars:
-            cut = len(message) - self.max_message_chars
-            message = f"{message[: self.max_message_chars]}…[truncated {cut} chars]"
+        message = truncate_text(message, self.max_message_chars)
         tb = None
         if record.exc_info and record.exc_info[0] is not None:
             tb = "".join(traceback.format_exception(*record.exc_info))[-self.max_message_chars :]

@@ -35,6 +35,7 @@ from benchmax.envs import (
     content_text,
     is_content_part,
     tool_message,
+    truncate_text,
 )
 from benchmax.telemetry import tool_result, tool_span
 
@@ -151,38 +152,21 @@ def assistant_message(message: Mapping[str, Any], calls: Sequence[ToolCall], max
         content = content_text(content)
     elif content is not None and not isinstance(content, str):
         content = str(content)
-    result: Message = {"role": "assistant", "content": truncate(content, max_chars) if content is not None else None}
+    result: Message = {"role": "assistant", "content": None if content is None else truncate_text(content, max_chars)}
     for key in ("reasoning_content", "reasoning"):
         value = message.get(key)
         if isinstance(value, str) and value:
-            result[key] = truncate(value, max_chars)
+            result[key] = truncate_text(value, max_chars)
     if calls:
         result["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": truncate(call.arguments, max_chars)},
+                "function": {"name": call.name, "arguments": truncate_text(call.arguments, max_chars)},
             }
             for call in calls
         ]
     return result
-
-
-def truncate(text: str, max_chars: int) -> str:
-    """At most ``max_chars`` of ``text`` (the cut is marked), as valid UTF-8.
-
-    Env output may hold lone surrogates (bytes decoded with ``surrogateescape``);
-    they cannot be sent to the model or stored, so they become visible ``\\udc80`` escapes.
-    """
-    if len(text) > max_chars:
-        text = f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
-    if text.isascii():
-        return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def serialise_result(result: object, max_chars: int) -> str | list[Any]:
@@ -190,10 +174,10 @@ def serialise_result(result: object, max_chars: int) -> str | list[Any]:
     if result is None:
         return ""
     if isinstance(result, str):
-        return truncate(result, max_chars)
+        return truncate_text(result, max_chars)
     if isinstance(result, list | tuple) and result and all(is_content_part(part) for part in result):
         return [
-            {**part, "text": truncate(part["text"], max_chars)} if part.get("type") == "text" else dict(part)
+            {**part, "text": truncate_text(part["text"], max_chars)} if part.get("type") == "text" else dict(part)
             for part in result
         ]
     try:
@@ -203,7 +187,7 @@ def serialise_result(result: object, max_chars: int) -> str | list[Any]:
             text = str(result)
         except Exception as exc:
             text = f"<{type(result).__name__} result that cannot be shown: {type(exc).__name__}: {exc}>"
-    return truncate(text, max_chars)
+    return truncate_text(text, max_chars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +376,7 @@ async def _run_one(
         async with deadline:
             result = await env.run_tool(rollout_id, call.name, **arguments)
     except ToolError as exc:
-        return _Result(truncate(f"error: {exc}", max_chars), error=True)
+        return _Result(truncate_text(f"error: {exc}", max_chars), error=True)
     except RolloutFailure as exc:
         return ToolStop(exc.termination_reason, exc.message)
     except TimeoutError as exc:

@@ -22,6 +22,7 @@ from benchmax.envs._messages import (
     message_key,
     tool_error_ids,
     tool_message,
+    truncate_text,
 )
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
 from benchmax.envs._runtime import register_engine
@@ -135,5 +136,6 @@ __all__ = [
     "to_example",
     "tool_error_ids",
     "tool_message",
+    "truncate_text",
     "validate_max_examples",
 ]

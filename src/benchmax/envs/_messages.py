@@ -142,3 +142,22 @@ def is_content_part(part: object) -> bool:
     if part.get("type") == "text":
         return isinstance(part.get("text"), str)
     return part.get("type") == "image_url" and isinstance(part.get("image_url"), Mapping)
+
+
+def truncate_text(text: str, max_chars: int) -> str:
+    """At most ``max_chars`` of ``text`` (the cut is marked with how much was cut), as valid UTF-8.
+
+    The one way benchmax bounds untrusted text (tool results, model replies, an agent's output,
+    imported traces, span attributes). Text may hold lone surrogates (bytes decoded with
+    ``surrogateescape``); they cannot be sent to a model or stored, so they become visible
+    ``\\udc80`` escapes.
+    """
+    if len(text) > max_chars:
+        text = f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

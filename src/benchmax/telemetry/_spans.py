@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 
-from benchmax.envs import current_scope
+from benchmax.envs import current_scope, truncate_text
 
 try:  # the ``otel`` extra; without it tracing cannot be turned on (``start_telemetry`` says so)
     from opentelemetry import context as otel_context
@@ -63,9 +63,7 @@ def content_enabled() -> bool:
 
 def _text(value: object) -> str:
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    if len(text) > MAX_CONTENT_CHARS:
-        return f"{text[:MAX_CONTENT_CHARS]}…[truncated {len(text) - MAX_CONTENT_CHARS} chars]"
-    return text
+    return truncate_text(text, MAX_CONTENT_CHARS)
 
 
 class _NoSpan:

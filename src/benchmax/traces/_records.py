@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from benchmax.envs import CHAT_ROLES, Messages, Tool
+from benchmax.envs import CHAT_ROLES, Messages, Tool, truncate_text
 from benchmax.errors import BenchmaxError
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -78,9 +78,7 @@ class TraceRead:
 
 
 def truncate(text: str, max_chars: int = MAX_CONTENT_CHARS) -> str:
-    if len(text) > max_chars:
-        return f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
-    return text
+    return truncate_text(text, max_chars)
 
 
 def check_messages(value: object, where: str, field_name: str = "messages") -> Messages:
