@@ -26,7 +26,9 @@ def test_every_command_names_its_arguments_in_capitals_with_help_for_every_optio
 
 
 def test_help_writes_arguments_and_flags_as_shells_do():
-    usages = (("validate", "[OPTIONS] ENV"), ("rescore", "[OPTIONS] RUN_DIR [ENV]"), ("eval", "[OPTIONS] [ENV]..."))
+    usages = (
+        ("validate", "[OPTIONS] [ENV]..."), ("rescore", "[OPTIONS] RUN_DIR [ENV]"), ("eval", "[OPTIONS] [ENV]...")
+    )  # fmt: skip
     for command, usage in usages:
         text = run_cli(command, "--help").stdout
         assert next(line for line in text.splitlines() if "Usage:" in line).strip().endswith(usage), command

@@ -13,18 +13,26 @@ from rich.markup import escape
 from rich.table import Table
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._options import EnvArgument, EnvOptions, with_option_groups
+from benchmax.cli._mix import MixEnvs, mix_spec
+from benchmax.cli._options import ENV_HELP, EnvOptions, with_option_groups
 from benchmax.cli._output import command_line, error_line
 from benchmax.cli._scaffold import Names, test_command, write_directory, write_package
 from benchmax.loading import EnvSpec, installed_envs
-from benchmax.runner import validate_env
+from benchmax.runner import MemberReport, Report, validate_env, validate_mix
 
 console = Console()
+
+EnvsArgument = Annotated[
+    list[str] | None,
+    typer.Argument(metavar="ENV", help=ENV_HELP + " Several ENVs: each env of the mixture is checked.",
+                   show_default=False),
+]  # fmt: skip
 
 
 @with_option_groups
 def validate_command(
-    env: EnvArgument,
+    envs: EnvsArgument = None,
+    mix_env: MixEnvs = [],  # noqa: B006 (Typer's default for a repeatable option; never mutated)
     env_options: EnvOptions = EnvOptions(),
     max_examples: Annotated[int, typer.Option(min=1, help="Examples checked per split.")] = 5,
     call_tools: Annotated[
@@ -54,37 +62,58 @@ def validate_command(
         ),
     ] = None,
 ) -> None:
-    """Check an env: it loads, both splits build, payloads and tool schemas are valid.
+    """Check an env (or each env of a mixture): it loads, both splits build, payloads and tool schemas are valid.
 
-    Every problem is printed once, at its FILE:LINE. Exit status: 0 valid; 1 the env
-    has problems (one that does not even import among them); 2 the command line is
-    wrong (ENV names no file, module or installed env; an unknown option, a bad
-    --env-arg or --auth).
+    Every problem is printed once, at its FILE:LINE; a mixture's under its env's name.
+    Exit status: 0 valid; 1 the env (or an env of the mixture) has problems (one that
+    does not even import among them); 2 the command line is wrong (ENV names no file,
+    module or installed env; an unknown option, a bad --env-arg or --auth).
     """
-    spec = EnvSpec(env, env_options.kwargs())
+    checks = {
+        "max_examples": max_examples, "base_url": base_url, "model": model, "api_key_env": api_key_env,
+        "call_tools": call_tools,
+    }  # fmt: skip
+    mix = mix_spec(
+        envs or [], mix_env, env_args=env_options.env_arg, max_examples=None, env_max_examples=[], seed=None,
+        data_dirs=env_options.data_dirs,
+    )  # fmt: skip
+    if mix is None and not envs:
+        raise typer.BadParameter("give ENV (or several, or --env)", param_hint="ENV")
     with bind_model_auth(env_options.providers()):
-        report = asyncio.run(
-            validate_env(
-                spec,
-                data_dir=env_options.data_dir,
-                max_examples=max_examples,
-                base_url=base_url,
-                model=model,
-                api_key_env=api_key_env,
-                call_tools=call_tools,
-            )
-        )
+        if mix is None:
+            assert envs is not None
+            spec = EnvSpec(envs[0], env_options.kwargs())
+            report = asyncio.run(validate_env(spec, data_dir=env_options.data_dir, **checks))  # type: ignore[arg-type]
+            members = (MemberReport(spec.spec, spec.spec, report),)
+        else:
+            members = asyncio.run(validate_mix(mix, **checks))  # type: ignore[arg-type]
+    for member in members:
+        if mix is not None:
+            header = f"[bold]env {escape(member.name)}[/] ({escape(member.spec)})"
+            console.print(header, highlight=False, soft_wrap=True)
+        _print_report(member.report)
+    failed = [member for member in members if not member.report.ok]
+    if mix is not None:
+        for member in members:
+            count = len(member.report.problems)
+            verdict = "[bold green]valid[/]" if not count else f"[red]{count} problem{'' if count == 1 else 's'}[/]"
+            console.print(f"env {escape(member.name)}: {verdict}", highlight=False)
+    if failed:
+        count = sum(len(member.report.problems) for member in failed)
+        envs_part = f" in {len(failed)} of {len(members)} envs" if mix is not None else ""
+        console.print(f"{count} problem{'' if count == 1 else 's'} found{envs_part}")
+        # 2: an ENV names nothing to check, a usage error
+        raise typer.Exit(2 if any(not member.report.found for member in failed) else 1)
+    console.print("[bold green]valid[/]")
+
+
+def _print_report(report: Report) -> None:
     for note in report.notes:
         console.print(f"[green]ok[/] {escape(note)}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for problem in report.problems:
         console.print(error_line(f"{problem.where}: {problem.message}"), highlight=False, soft_wrap=True)
-    if not report.ok:
-        count = len(report.problems)
-        console.print(f"{count} problem{'' if count == 1 else 's'} found")
-        raise typer.Exit(1 if report.found else 2)  # 2: ENV names nothing to check, a usage error
-    console.print("[bold green]valid[/]")
 
 
 def init_command(

@@ -102,13 +102,8 @@ def eval_command(
                 max_examples=run.max_examples,
                 env_max_examples=env_max_examples,
                 seed=sampling.seed,
+                data_dirs=env_options.data_dirs,
             )
-            if mix is not None and env_options.data_dir is not None:
-                raise typer.BadParameter(
-                    "a mixture's envs each read their own data (beside their env file): --data-dir names one "
-                    "directory for one env",
-                    param_hint="--data-dir",
-                )
             if mix is None and env is None:
                 raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
             if run.batch_size is not None and run.batch_size % run.group_size:
@@ -120,7 +115,7 @@ def eval_command(
             config = RunConfig(
                 env=env if mix is None else mix_label(mix),  # type: ignore[arg-type]
                 env_kwargs=env_options.kwargs() if mix is None else {},
-                data_dir=env_options.data_dir,
+                data_dir=env_options.data_dir if mix is None else None,  # a mixture's are its envs'
                 split=run.split,
                 max_examples=run.max_examples if mix is None else None,  # a mixture caps each env
                 group_size=run.group_size,

@@ -7,8 +7,9 @@ The grammar, for each env (a positional ENV or a ``--env`` value):
 * ``NAME=SPEC`` / ``NAME=SPEC=WEIGHT``: with an explicit name (two envs of one name must be renamed so).
 
 Per env: ``--env-arg NAME:KEY=VALUE`` (a plain ``KEY=VALUE`` is refused in a mixture: it would
-not say which env it is for), ``--env-max-examples NAME=N``; ``--max-examples N`` caps every env
-at N. A run of one env (one ENV, no ``--env``) is not a mixture and takes its options as always.
+not say which env it is for), ``--data-dir NAME:DIR`` (likewise), ``--env-max-examples NAME=N``;
+``--max-examples N`` caps every env at N. A run of one env (one ENV, no ``--env``) is not a
+mixture and takes its options as always.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -99,6 +101,7 @@ def mix_spec(
     max_examples: int | None,
     env_max_examples: Sequence[str],
     seed: int | None,
+    data_dirs: Sequence[str] = (),
 ) -> MixSpec | None:
     """The mixture the command line names, or ``None`` for a run of one env (then nothing here applies)."""
     if len(positional) + len(options) <= 1 and not options:
@@ -131,16 +134,34 @@ def mix_spec(
                 param_hint="--env-max-examples",
             )
         caps[name] = int(raw)
+    places = _data_dirs(data_dirs, names)
     try:
         return MixSpec(
             tuple(
-                MemberSpec(name, spec, weight, kwargs.get(name, {}), caps.get(name))
+                MemberSpec(name, spec, weight, kwargs.get(name, {}), caps.get(name), places.get(name))
                 for name, (_, spec, weight) in zip(names, given, strict=True)
             ),
             seed=seed or 0,
         )
     except MixError as exc:
         raise typer.BadParameter(str(exc), param_hint="--env") from None
+
+
+def _data_dirs(values: Sequence[str], names: Sequence[str]) -> dict[str, Path]:
+    """``--data-dir NAME:DIR`` values as ``{name: DIR}``: each for one env of the mixture, once."""
+    places: dict[str, Path] = {}
+    for item in values:
+        name, colon, directory = item.partition(":")
+        if not colon or name not in names or not directory:
+            raise typer.BadParameter(
+                f"{item!r}: a mixture's envs each read their own data; say which env a directory is for, as "
+                f"NAME:DIR (envs: {', '.join(names)})",
+                param_hint="--data-dir",
+            )
+        if name in places:
+            raise typer.BadParameter(f"{item!r}: env {name!r} is given a data directory twice", param_hint="--data-dir")
+        places[name] = Path(directory)
+    return places
 
 
 def mix_label(spec: MixSpec) -> str:

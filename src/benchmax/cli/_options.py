@@ -41,6 +41,16 @@ DataDir = Annotated[
         help="base_dir for create_dataset (default: the env's directory, else its data/ folder, as 0.2.x envs keep it)."
     ),
 ]
+DataDirs = Annotated[
+    list[str],
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="base_dir for create_dataset (default: the env's directory, else its data/ folder, as 0.2.x envs keep "
+        "it). In a mixture: NAME:DIR, once per env whose data lives elsewhere.",
+        show_default=False,
+    ),
+]
 AuthBindings = Annotated[
     list[str],
     typer.Option(
@@ -163,11 +173,22 @@ class EnvOptions:
     """How the env is built: constructor kwargs, where its data lives, the credentials it asks for."""
 
     env_arg: EnvArgs = field(default_factory=list)
-    data_dir: DataDir = None
+    data_dirs: DataDirs = field(default_factory=list)
     auth: AuthBindings = field(default_factory=list)
 
     def kwargs(self) -> dict[str, Any]:
         return parse_env_args(self.env_arg)
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The one env's data directory (a mixture's, one per env, are read by ``mix_spec``)."""
+        if len(self.data_dirs) > 1:
+            raise typer.BadParameter(
+                "is given more than once: a run of one env reads one data directory "
+                "(NAME:DIR, once per env, is for a mixture of envs)",
+                param_hint="--data-dir",
+            )
+        return Path(self.data_dirs[0]) if self.data_dirs else None
 
     def providers(self) -> dict[str, EnvironmentKeyAuth]:
         return parse_auth(self.auth)

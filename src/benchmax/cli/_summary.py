@@ -271,6 +271,16 @@ def render_provenance(console: Console, provenance: Provenance | None) -> None:
 
 
 def provenance_lines(provenance: Provenance) -> list[tuple[str, str]]:
+    if provenance.members:  # a mixture: each env's own code and data, under its name
+        lines = [("env", f"mixture of {', '.join(name for name, _ in provenance.members)}")]
+        for name, member in provenance.members:
+            own = dict(_code_lines(member))
+            lines += [(f"{name}: env", own["env"]), (f"{name}: code", own["code"]), (f"{name}: data", own["data"])]
+        return lines + _run_lines(provenance)
+    return _code_lines(provenance) + _run_lines(provenance)
+
+
+def _code_lines(provenance: Provenance) -> list[tuple[str, str]]:
     env = provenance.env
     if env.kind == "package":
         who = f"{env.name} {env.version} (package {env.distribution}, {env.entry_point})"
@@ -285,11 +295,15 @@ def provenance_lines(provenance: Provenance) -> list[tuple[str, str]]:
         where = "not in git"
     more = ", truncated" if code.truncated else ""
     counted = f"{code.files} files, {_size(code.bytes)}{more}"
-    lines = [
+    return [
         ("env", who),
         ("code", f"{_digest(code.sha256)} ({counted}) · {where}"),
         ("data", _data_line(provenance.data)),
     ]
+
+
+def _run_lines(provenance: Provenance) -> list[tuple[str, str]]:
+    lines: list[tuple[str, str]] = []
     model = provenance.model or "?"
     endpoint = provenance.endpoint
     endpoints = ", ".join(endpoint) if isinstance(endpoint, tuple) else str(endpoint or "?")

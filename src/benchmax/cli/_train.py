@@ -193,7 +193,7 @@ def train_command(
         overrides = {
             "model": model,
             "env_kwargs": env_options.kwargs() if mix is None else {},
-            "data_dir": env_options.data_dir,
+            "data_dir": env_options.data_dir if mix is None else None,  # a mixture's are its envs'
             "max_examples": max_examples if mix is None else None,  # a mixture caps each env
             "group_size": group_size,
             "prompts_per_step": prompts_per_step,
@@ -282,16 +282,11 @@ def _train_mix(
         max_examples=max_examples,
         env_max_examples=env_max_examples,
         seed=seed,
+        data_dirs=env_options.data_dirs,
     )
     if mix is not None and resume is not None:
         raise typer.BadParameter(
             "a training run of a mixture is resumed from its stored config: give no ENV or --env", param_hint="--resume"
-        )
-    if mix is not None and env_options.data_dir is not None:
-        raise typer.BadParameter(
-            "a mixture's envs each read their own data (beside their env file): --data-dir names one directory "
-            "for one env",
-            param_hint="--data-dir",
         )
     return mix
 

@@ -9,7 +9,7 @@ stores it (``benchmax eval A B C``, ``benchmax train --env A=0.5 --env B=0.5``).
 
 from benchmax.mix._errors import MixError
 from benchmax.mix._members import MemberSpec, MixMember, MixSpec
-from benchmax.mix._mix import SEPARATOR, EnvMix, MixDataset, close_members, mixture_id, with_env
+from benchmax.mix._mix import SEPARATOR, EnvMix, MixDataset, close_members, mixture_id
 
 __all__ = [
     "SEPARATOR",
@@ -21,5 +21,4 @@ __all__ = [
     "MixSpec",
     "close_members",
     "mixture_id",
-    "with_env",
 ]

@@ -129,10 +129,6 @@ class EnvMix(Environment[Any, RolloutAttempt]):
             raise MixError(f"example {example.id!r} of env {member.name!r} has no {prefix!r} prefix to its id")
         return member, Example(example.id[len(prefix) :], example.payload)
 
-    def with_env(self, example: Example[Any]) -> Example[Any]:
-        """``example`` with its env set (see :func:`with_env`)."""
-        return with_env(example, list(self._by_name))
-
     def member_requests(
         self, requests: Sequence[RolloutRequest[Any]]
     ) -> tuple[MixMember, list[RolloutRequest[Any]]]:
@@ -235,17 +231,6 @@ class EnvMix(Environment[Any, RolloutAttempt]):
     async def aclose(self) -> None:
         """Close every member; one that fails does not keep the others open (its error is raised after)."""
         await close_members(self.members, raise_errors=True)
-
-
-def with_env(example: Example[Any], names: Sequence[str]) -> Example[Any]:
-    """``example`` with its env set, for one read back from a store that did not keep it: the env
-    whose ``NAME/`` begins the id made it (the mixture's own namespacing, undone here only)."""
-    if example.env is not None:
-        return example
-    owners = [name for name in names if example.id.startswith(name + SEPARATOR)]
-    if not owners:
-        raise MixError(f"example {example.id!r} is of no env of this mixture ({', '.join(names)})")
-    return Example(example.id, example.payload, max(owners, key=len))
 
 
 def _interleaved(per_member: Sequence[Sequence[Example[Any]]]) -> Iterator[Example[Any]]:

@@ -19,6 +19,7 @@ from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
 from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
 from benchmax.runner._validate import Problem, Report, validate_env
+from benchmax.runner._validate_mix import MemberReport, validate_mix
 from benchmax.runner._verdict import RunVerdict, judge_run
 from benchmax.store import RunMeta  # the record RunSession.create takes; its home is the store
 
@@ -32,6 +33,7 @@ __all__ = [
     "GroupExecutor",
     "GroupKey",
     "LocalExecutor",
+    "MemberReport",
     "Problem",
     "Report",
     "RolloutSlots",
@@ -56,4 +58,5 @@ __all__ = [
     "run_provenance",
     "sampling_for",
     "validate_env",
+    "validate_mix",
 ]

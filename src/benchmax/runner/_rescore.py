@@ -49,7 +49,7 @@ from benchmax.envs import (
     is_scorable,
 )
 from benchmax.loading import EnvSpec
-from benchmax.mix import EnvMix, MixSpec, with_env
+from benchmax.mix import EnvMix, MixSpec
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
@@ -377,14 +377,11 @@ class _Scorer:
         )
         records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
         examples = self._examples({example_id for _, example_id, _, _ in groups})
-        names = [member.name for member in self.job.mix.members] if self.job.mix is not None else None
         calls: list[tuple[CallFigures, ...]] = []
 
         async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
             rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
-            example = examples.get(example_id) or Example(example_id, {"prompt_messages": _messages(rows[0])[:1]})
-            if names is not None:
-                example = with_env(example, names)
+            example = examples.get(example_id) or self._unstored(example_id, rows[0])
             async with self.slots.hold(len(rows)):
                 started = time.time()
                 result: GroupResult = await executor.rescore_group(
@@ -419,14 +416,25 @@ class _Scorer:
         assert self.run is not None
         missing = sorted(wanted - self.examples.keys())
         for part in chunks(missing, SQL_PARAMETERS):
-            for example_id, payload in self.run.sql(
-                f"SELECT example_id, payload FROM examples WHERE example_id IN ({','.join('?' * len(part))})", part
+            for example_id, payload, env in self.run.sql(
+                f"SELECT example_id, payload, env FROM examples WHERE example_id IN ({','.join('?' * len(part))})",
+                part,
             ):
-                self.examples[example_id] = Example(example_id, orjson.loads(payload))
+                self.examples[example_id] = Example(example_id, orjson.loads(payload), env)
         found = {example_id: self.examples[example_id] for example_id in wanted if example_id in self.examples}
         if len(self.examples) > 50_000:
             self.examples.clear()
         return found
+
+    def _unstored(self, example_id: str, row: Sequence[Any]) -> Example:
+        """An example the source did not store, rebuilt from its first rollout's prompt; a mixture's
+        cannot be: which env scores it is the store's ``examples.env``, not something its id tells."""
+        if self.job.mix is not None:
+            raise StoreError(
+                f"{self.job.source}: example {example_id!r} of the mixture is not in its examples table, "
+                "so which env scores it is unknown"
+            )
+        return Example(example_id, {"prompt_messages": _messages(row)[:1]})
 
     async def aclose(self) -> None:
         """Release the executor (its engine and call ledger), the env and the source file (again: a no-op)."""

@@ -156,8 +156,9 @@ class RunSession:
         changes = [change.text for change in provenance_changes(stored, provenance) if change.warning]
         if not changes:
             return
-        for change in changes:
-            logger.warning("resuming %s: %s since the run started", self.run_dir, change)
+        # one warning naming every change: a face that folds repeats of one message (the CLI's log
+        # handler) would otherwise show the first change only (in a mixture, the first env's)
+        logger.warning("resuming %s: %s since the run started", self.run_dir, "; ".join(changes))
         resume = ProvenanceResume(at=time.time(), changes=tuple(changes), provenance=provenance)
         self.writer.update_meta(provenance_resumes=(*meta.provenance_resumes, resume))
 

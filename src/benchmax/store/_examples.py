@@ -128,8 +128,9 @@ class ExampleSync:
                 matched += 1
             elif position < 0 or position > index:
                 raise StoreError(
-                    f"the dataset changed since this run started: first difference at index {index} (example "
-                    f"{example.id[:16]}… is not the stored one there; {stored} distinct examples stored); "
+                    f"the dataset changed since this run started: first difference at index {index}"
+                    f"{self._env_at(index)} (example {example.id[:16]}… is not the stored one there; {stored} "
+                    "distinct examples stored); "
                     "resume needs the same data"
                 )
         if matched != expected:
@@ -137,6 +138,12 @@ class ExampleSync:
                 f"the dataset changed since this run started: first difference among indexes {first}.."
                 f"{located[-1][0]} (an example stored there is missing); resume needs the same data"
             )
+
+    def _env_at(self, index: int) -> str:
+        """``, of env NAME`` when the example stored at ``index`` is of a mixture's env: which env's data
+        changed is what a user of a mixture fixes (the store's column, not a reading of the id)."""
+        found = self._read("SELECT env FROM examples WHERE idx = ?", (index,))
+        return f", of env {found[0][0]!r}" if found and found[0][0] is not None else ""
 
     def _store_chunk(self, split: str, chunk: list[tuple[int, Example]]) -> None:
         rows = [(example.id, index, split, dumps(dict(example.payload)), example.env) for index, example in chunk]
@@ -156,3 +163,4 @@ class ExampleSync:
         """The stored groups of the examples at dataset positions ``first_idx..last_idx`` (an index range)."""
         rows = self._read("SELECT group_id FROM groups WHERE example_idx BETWEEN ? AND ?", (first_idx, last_idx))
         return {row[0] for row in rows}
+

@@ -145,11 +145,12 @@ class Run:
         return list(self.iter_examples())
 
     def iter_examples(self) -> Iterator[Example]:
-        """The stored examples in dataset order, streamed."""
-        cursor = self._conn.execute("SELECT example_id, payload FROM examples ORDER BY idx")
+        """The stored examples in dataset order, streamed, each with its env in a mixture (``None`` in a
+        run of one env): the ``examples.env`` column, never a reading of the example's id."""
+        cursor = self._conn.execute("SELECT example_id, payload, env FROM examples ORDER BY idx")
         while rows := cursor.fetchmany(_CHUNK):
-            for example_id, payload in rows:
-                yield Example(example_id, orjson.loads(payload))
+            for example_id, payload, env in rows:
+                yield Example(example_id, orjson.loads(payload), env)
 
     def prompts(self, example_ids: Sequence[str]) -> dict[str, str]:
         """``{example_id: prompt excerpt}``: how a list of examples shows each (one bounded line)."""
