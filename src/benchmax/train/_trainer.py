@@ -9,6 +9,7 @@ each step) through :mod:`benchmax.train.vllm`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.aio import LoopThread
-from benchmax.engine import Engine, EngineConfig
+from benchmax.engine import Engine, EngineConfig, GroupResult
 from benchmax.envs import BaseEnv, Environment, Example, SamplingParams
 from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.mix import EnvMix, MemberSpec, MixSpec
@@ -471,10 +472,17 @@ def _components(config: TrainConfig, bridge: RolloutBridge, dataset: Sequence[Ex
     firsts: dict[str | None, Example] = {}
     for example in dataset:
         firsts.setdefault(example.env, example)
+    groups = [
+        (example, [f"{'probe' if number == 0 else f'probe{number}'}-{index}" for index in range(config.group_size)])
+        for number, example in enumerate(firsts.values())
+    ]
+
+    async def probe_all() -> list[GroupResult]:
+        # the envs' probe groups at once: the policy batches their turns together
+        return list(await asyncio.gather(*(bridge._run_group(example, ids) for example, ids in groups)))
+
     outcomes = []
-    for number, example in enumerate(firsts.values()):
-        prefix = "probe-" if number == 0 else f"probe{number}-"
-        probe = bridge.loop.run(bridge._run_group(example, [f"{prefix}{index}" for index in range(config.group_size)]))
+    for probe in bridge.loop.run(probe_all()):
         bridge.policy.release([outcome.rollout_id for outcome in probe.outcomes])
         outcomes += probe.outcomes
     for outcome in outcomes:
