@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "mix"))
 
@@ -22,7 +23,7 @@ from mixenvs import write_env
 
 from benchmax import open_run
 from benchmax.mix import EnvMix, MemberSpec, MixMember, MixSpec
-from benchmax.train import TrainConfig, train
+from benchmax.train import TrainConfig, TrainError, train
 
 
 def _members(tmp_path: Path) -> tuple[Path, Path]:
@@ -144,3 +145,16 @@ def test_an_envmix_instance_trains_from_python_and_is_stored_for_resume(tiny_mod
         asyncio.run(loaded.aclose())
     with open_run(result.run_dir) as run:
         assert "mix" not in (run.run_meta.train or {})
+
+
+def test_the_train_config_keeps_a_mixture_typed_and_a_run_of_one_env_as_before(tmp_path):
+    spec = MixSpec((MemberSpec("a", "envs/a", 0.7, {"k": 1}, 3), MemberSpec("b", "envs/b", 0.3)), seed=4)
+    config = TrainConfig(env="a+b", mix=spec, run_dir=tmp_path)
+    stored = orjson.loads(orjson.dumps(config.to_meta()))
+    assert stored["mix"] == spec.to_json()
+    assert TrainConfig.from_meta(stored) == config
+    assert "mix" not in TrainConfig(env="examples/math").to_meta()  # what a run of one env always stored
+    assert TrainConfig.from_meta(TrainConfig(env="examples/math").to_meta()).mix is None
+    for per_env in ({"env_kwargs": {"k": 1}}, {"data_dir": tmp_path}):
+        with pytest.raises(TrainError, match="per env: give them in its members"):
+            TrainConfig(env="a+b", mix=spec, **per_env)
