@@ -12,7 +12,7 @@ from benchmax.auth import bind_model_auth
 from benchmax.cli._mix import MixOptions, mix_label, mix_spec
 from benchmax.cli._options import EnvOptions, OptionalEnvArgument, TelemetryOptions, parse_env_args, with_option_groups
 from benchmax.errors import BenchmaxError
-from benchmax.mix import EnvMix, MixSpec
+from benchmax.mix import MixSpec
 
 
 def _parse_weights(values: list[str]) -> dict[str, float]:
@@ -186,7 +186,7 @@ def train_command(
             raise typer.Exit(2) from None
         if env is not None and env != resumed.env:
             raise typer.BadParameter(f"{resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
-        env = resumed.env
+        env = resumed.env if resumed.mix is None else None  # a mixture is loaded from its stored members
     elif env is None and mix is None:
         raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
     else:
@@ -227,13 +227,12 @@ def train_command(
             resume=False,
             max_steps=max_steps,
             max_minutes=max_minutes,
+            mix=mix,
             **overrides,
         )
         with bind_model_auth(env_options.providers()):
-            if mix is None:
-                result = train(env, config=config, reporter=StepTable())  # type: ignore[arg-type]
-            else:
-                result = _train_mixture(train, mix, config)
+            # a mixture (config.mix) is loaded, trained on and closed by the trainer
+            result = train(env or "", config=config, reporter=StepTable())
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -289,17 +288,6 @@ def _train_mix(
             "a training run of a mixture is resumed from its stored config: give no ENV or --env", param_hint="--resume"
         )
     return mix
-
-
-def _train_mixture(train: Any, mix: MixSpec, config: Any) -> Any:
-    """The mixture loaded (an env that fails names itself) and trained on as the trainer's env; closed after."""
-    import asyncio
-
-    env = asyncio.run(EnvMix.load(mix))
-    try:
-        return train(env, config=config, reporter=StepTable())
-    finally:
-        asyncio.run(env.aclose())
 
 
 def _mean(value: float | None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.errors import BenchmaxError
+from benchmax.mix import MixSpec
 from benchmax.telemetry import TelemetrySettings
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import EvalSummary
@@ -74,8 +75,17 @@ class TrainConfig:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     """Where traces of the rollouts go (``--otel-endpoint``; docs/telemetry.md). Not stored with
     the run (the endpoint is the user's and may carry credentials): a resume traces only when told."""
+    mix: MixSpec | None = None
+    """A mixture of envs trained on as one (``benchmax train --env A=0.5 --env B=0.5``): its members,
+    weights, kwargs and caps, and the seed of its training draw; stored so ``--resume`` loads the same
+    mixture. ``env`` then only labels the run; ``env_kwargs`` and ``data_dir`` are per member, in ``mix``."""
 
     def __post_init__(self) -> None:
+        if self.mix is not None and (self.env_kwargs or self.data_dir is not None):
+            raise TrainError(
+                "a mixture's env kwargs and data directories are per env: give them in its members "
+                "(--env-arg NAME:KEY=VALUE, MemberSpec(env_kwargs=..., data_dir=...)), not as env_kwargs or data_dir"
+            )
         if self.group_size < 2:
             raise TrainError(f"group_size must be >= 2 for GRPO (advantages are group-relative), got {self.group_size}")
         if self.prompts_per_step < 1 or self.max_steps < 1 or (self.concurrency is not None and self.concurrency < 1):
@@ -125,6 +135,8 @@ class TrainConfig:
         values = {key: value for key, value in data.items() if key in known}
         for key in ("run_dir", "data_dir"):
             values[key] = Path(values[key]) if values.get(key) else None
+        if values.get("mix") is not None:
+            values["mix"] = MixSpec.from_json(values["mix"])
         return cls(**{**values, **changes})
 
     def to_meta(self) -> dict[str, Any]:
@@ -132,6 +144,10 @@ class TrainConfig:
         del data["telemetry"]
         for key in ("run_dir", "data_dir"):
             data[key] = str(data[key]) if data[key] is not None else None
+        if self.mix is None:
+            del data["mix"]  # a run of one env stores what it always stored
+        else:
+            data["mix"] = self.mix.to_json()
         return data
 
 

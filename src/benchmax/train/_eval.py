@@ -17,8 +17,9 @@ from typing import Any
 from benchmax.aio import LoopThread
 from benchmax.client import ClientPool
 from benchmax.engine import GroupResult
-from benchmax.envs import BaseEnv, DatasetSplit, RolloutOutcome, SamplingParams
+from benchmax.envs import DatasetSplit, Environment, RolloutOutcome, SamplingParams
 from benchmax.loading import open_examples
+from benchmax.mix import MixSpec
 from benchmax.runner import RunConfig, RunResult, arun
 from benchmax.train._envs import EnvEval, eval_envs
 from benchmax.train._policy import InProcessPolicy
@@ -73,7 +74,7 @@ class EvalSummary:
 
 
 def eval_policy(
-    env: str | BaseEnv,
+    env: str | Environment[Any, Any],
     model: Any,
     tokenizer: Any,
     *,
@@ -89,16 +90,22 @@ def eval_policy(
     name: str = "policy",
     loop: LoopThread | None = None,
     batch_window: float = 0.005,
+    mix: MixSpec | None = None,
 ) -> EvalSummary:
     """Evaluate ``model`` (a transformers model, its weights as they are now) on ``split``.
 
     ``env`` is a spec string (loaded by the runner) or an env instance (the
     caller owns it). Every rollout lands in ``run_dir``'s store as an ``eval`` run.
+    ``mix`` is the mixture ``env`` is (an :class:`~benchmax.mix.EnvMix`), as the eval
+    run's config records it; the runner runs each group on its own env's engine.
     """
     policy = InProcessPolicy(model, tokenizer, default_max_tokens=max_tokens, batch_window=batch_window)
     clients = ClientPool()
     clients.register(POLICY_URL, policy)
-    spec = env if isinstance(env, str) else f"{type(env).__module__}:{type(env).__qualname__}"
+    if mix is not None:
+        spec = "+".join(member.name for member in mix.members)
+    else:
+        spec = env if isinstance(env, str) else f"{type(env).__module__}:{type(env).__qualname__}"
     config = RunConfig(
         env=spec,
         env_kwargs=dict(env_kwargs or {}),
@@ -111,6 +118,7 @@ def eval_policy(
         base_url=POLICY_URL,
         sampling=SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         run_dir=Path(run_dir),
+        mix=mix,
     )
     instance = None if isinstance(env, str) else env
     own_loop = loop is None

@@ -36,7 +36,7 @@ from benchmax.envs import (
     SamplingParams,
     TerminationReason,
 )
-from benchmax.runner import GroupKey, RolloutSlots, RunSession, failed_group
+from benchmax.runner import GroupKey, LocalExecutor, RolloutSlots, RunSession, failed_group
 from benchmax.train._envs import EnvStep, step_envs
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._pipeline import StepPipeline
@@ -93,7 +93,8 @@ class RolloutBridge:
     rollouts are taken (the trainer syncs the generation weights there).
     """
 
-    engine: Engine
+    engine: Engine | LocalExecutor
+    """Runs each group: the env's engine, or a mixture's executor (the group's own env's engine)."""
     examples: Mapping[str, Example]
     tokenizer: Any
     base_url: str

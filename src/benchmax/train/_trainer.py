@@ -9,6 +9,7 @@ each step) through :mod:`benchmax.train.vllm`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.aio import LoopThread
-from benchmax.engine import Engine, EngineConfig
-from benchmax.envs import BaseEnv, Example, SamplingParams
+from benchmax.engine import Engine, EngineConfig, GroupResult
+from benchmax.envs import BaseEnv, Environment, Example, SamplingParams
 from benchmax.loading import EnvSpec, data_directories, open_examples
-from benchmax.runner import RunMeta, RunOrigin, RunSession, default_run_dir
+from benchmax.mix import EnvMix, MemberSpec, MixSpec
+from benchmax.runner import LocalExecutor, RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
@@ -48,8 +50,9 @@ class TrainingSession:
     bridge: RolloutBridge
     policy: TokenPolicy
     """The policy that generates training rollouts (in-process, or vLLM's)."""
-    engine: Engine
-    env: BaseEnv
+    engine: Engine | LocalExecutor
+    """Runs the groups: the env's engine, or for a mixture the runner's executor (an engine per member)."""
+    env: Environment[Any, Any]
     run_session: RunSession | None
     """The run the rollouts are written to (through it only)."""
     loop: LoopThread
@@ -87,13 +90,14 @@ class TrainingSession:
 
 
 def train(
-    env: str | BaseEnv = "",
+    env: str | BaseEnv | EnvMix = "",
     *,
     config: TrainConfig | None = None,
     reporter: Callable[[StepReport], None] | None = None,
     **overrides: Any,
 ) -> TrainResult:
-    """Train a policy with GRPO on ``env`` (a spec string or an env instance).
+    """Train a policy with GRPO on ``env`` (a spec string, an env instance or an :class:`EnvMix`;
+    or, with ``env`` empty, the mixture ``config.mix`` names).
 
     ``train("examples/format", model="embedded", max_steps=40)`` writes the run
     store, checkpoints, ``metrics.jsonl``, ``reward_curve.png`` and ``curves/``
@@ -183,7 +187,8 @@ def _evaluate(session: TrainingSession) -> EvalSummary | None:
         top_p=config.top_p,
         max_tokens=config.max_tokens,
         max_examples=config.eval_examples,
-        data_dir=session.base_dir,
+        data_dir=session.base_dir if config.mix is None else None,
+        mix=config.mix,
         name=config.model,
         loop=session.loop,
         batch_window=config.batch_window,
@@ -193,7 +198,7 @@ def _evaluate(session: TrainingSession) -> EvalSummary | None:
 
 
 def build(
-    env: str | BaseEnv = "",
+    env: str | BaseEnv | EnvMix = "",
     *,
     config: TrainConfig | None = None,
     reporter: Callable[[StepReport], None] | None = None,
@@ -206,10 +211,29 @@ def build(
     from dataclasses import replace
 
     config = replace(config or TrainConfig(), **overrides)
-    if isinstance(env, BaseEnv):
+    mix: EnvMix | None = None
+    if isinstance(env, EnvMix):
+        env_obj, owns_env, mix = env, False, env
+        spec_name = config.env or "+".join(member.name for member in env.members)
+        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
+        if config.mix is None:
+            config = replace(config, mix=_mix_spec(env))
+    elif isinstance(env, BaseEnv):
         env_obj, owns_env = env, False
         spec_name = config.env or type(env).__name__
-        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
+        places = (Path(config.data_dir or Path.cwd()),)
+    elif config.mix is not None:
+        if env:
+            raise TrainError(f"give the env {env!r} or the mixture (config.mix), not both")
+        # loaded first, before the model: an env that fails to load names itself and nothing is created
+        loader = LoopThread(name="benchmax-mix-load")
+        try:
+            env_obj = mix = loader.run(EnvMix.load(config.mix))
+        finally:
+            loader.close()
+        owns_env = True
+        spec_name = config.env or "+".join(member.name for member in config.mix.members)
+        places = (Path.cwd(),)
     else:
         spec_name = env or config.env
         if not spec_name:
@@ -243,12 +267,19 @@ def build(
         policy = InProcessPolicy(
             model, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
         )
-        engine = Engine(env_obj, EngineConfig(telemetry=config.telemetry))
+        engine: Engine | LocalExecutor
+        if mix is None:
+            engine = Engine(env_obj, EngineConfig(telemetry=config.telemetry))
+        else:
+            # the runner's mixture executor: one engine per member on one client pool, each group
+            # routed to its example's env; every member's tools are checked before the probe
+            engine = LocalExecutor(mix, EngineConfig(telemetry=config.telemetry))
+            loop.run(engine.start())
         engine.clients.register(POLICY_URL, policy)
         sampling = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens)
         origin = RunOrigin(
             env=env_obj,
-            spec=EnvSpec(spec_name, config.env_kwargs) if owns_env else None,
+            spec=EnvSpec(spec_name, config.env_kwargs) if owns_env and mix is None else None,
             dataset=stream.dataset,
             model=config.model,
             endpoint=_policy_endpoint(config),
@@ -308,6 +339,8 @@ def build(
         else:
             bridge.before_step = partial(_set_version, policy)
     except BaseException as exc:
+        if owns_env:
+            _close_quietly(loop, env_obj)
         loop.close()
         if policy is not None:
             policy.close()
@@ -334,6 +367,35 @@ def build(
         envs=tuple(sorted({example.env for example in dataset if example.env is not None})),
         telemetry=telemetry,
     )
+
+
+def _mix_spec(mix: EnvMix) -> MixSpec | None:
+    """How a mixture given as an instance is stored, so ``benchmax train --resume`` can load it again:
+    known when every member was loaded from a spec (``None`` otherwise: resume it from Python)."""
+    members = []
+    for member in mix.members:
+        if member.spec is None:
+            return None
+        members.append(
+            MemberSpec(
+                member.name,
+                member.spec,
+                member.weight,
+                dict(member.env_kwargs),
+                member.max_examples,
+                # one directory: the one given (the default is the env's directory and its data/)
+                member.data_dirs[0] if len(member.data_dirs) == 1 else None,
+            )
+        )
+    return MixSpec(tuple(members), seed=mix.seed)
+
+
+def _close_quietly(loop: LoopThread, env: Environment[Any, Any]) -> None:
+    """Close an env the failed build loaded; the build's own error is the one raised."""
+    try:
+        loop.run(env.aclose())
+    except Exception:
+        logger.exception("closing %s after the failed build", type(env).__name__)
 
 
 def _set_version(policy: TokenPolicy, trainer: Any, step: int) -> None:
@@ -417,10 +479,17 @@ def _components(config: TrainConfig, bridge: RolloutBridge, dataset: Sequence[Ex
     firsts: dict[str | None, Example] = {}
     for example in dataset:
         firsts.setdefault(example.env, example)
+    groups = [
+        (example, [f"{'probe' if number == 0 else f'probe{number}'}-{index}" for index in range(config.group_size)])
+        for number, example in enumerate(firsts.values())
+    ]
+
+    async def probe_all() -> list[GroupResult]:
+        # the envs' probe groups at once: the policy batches their turns together
+        return list(await asyncio.gather(*(bridge._run_group(example, ids) for example, ids in groups)))
+
     outcomes = []
-    for number, example in enumerate(firsts.values()):
-        prefix = "probe-" if number == 0 else f"probe{number}-"
-        probe = bridge.loop.run(bridge._run_group(example, [f"{prefix}{index}" for index in range(config.group_size)]))
+    for probe in bridge.loop.run(probe_all()):
         bridge.policy.release([outcome.rollout_id for outcome in probe.outcomes])
         outcomes += probe.outcomes
     for outcome in outcomes:
