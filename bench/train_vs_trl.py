@@ -13,13 +13,20 @@ token limit, temperature, learning rate, loss, seed and thread count:
 - ``benchmax-sync``: the same with ``async_steps=0, dead_groups=keep`` (what
   differs is then only the rollout path).
 
-Each side runs in a fresh process, the sides alternate (the order flips per
-repeat) so drift in machine load hits all of them, and each final model is
-evaluated on the held-out split through the same eval path
-(``benchmax.train.eval_policy``). Steps per minute count the training loop
-only (model load and eval excluded)::
+Both save as ``benchmax train`` does by default (and TRL's own default
+``save_strategy="steps"`` does): once, when training ends, so both write the
+final checkpoint (weights and optimizer state, 1.6 GB here).
 
-    nice -n 10 python bench/train_vs_trl.py --steps 20 --repeats 1
+Each side runs in a fresh process, the sides alternate (the order flips per
+seed and repeat) so drift in machine load hits all of them, and each final
+model is evaluated on the held-out split through the same eval path
+(``benchmax.train.eval_policy``). Steps per minute count the same window on
+both sides: ``Trainer.train`` from its ``on_train_begin`` callback to its
+``on_train_end`` (the final save included; model load and eval excluded). The
+ratio is given per seed (each run against the TRL run beside it) and overall
+(all steps over all seconds)::
+
+    nice -n 10 python bench/train_vs_trl.py --steps 8 --seeds 0 1 2
 """
 
 from __future__ import annotations
