@@ -168,3 +168,43 @@ def test_staged_weights_reach_the_next_batch_and_every_turn_records_its_version(
     with torch.no_grad():
         next(trainer_model.parameters()).add_(1.0)
     assert not torch.equal(next(policy.model.parameters()), next(trainer_model.parameters()))
+
+
+def test_staging_copies_into_the_weights_the_last_swap_replaced(tiny):
+    """Async generation stages the trainer's weights every step: into memory the
+    generation copy already holds (no allocation on the trainer's thread), with
+    the same values, so the same tokens are generated as from the trainer's model."""
+    model, tokenizer = tiny
+    trainer_model = copy.deepcopy(model)
+    policy = InProcessPolicy(copy.deepcopy(model), tokenizer)
+    original = sorted(parameter.data_ptr() for parameter in policy.model.parameters())
+    body = {"messages": [{"role": "user", "content": "what is two plus three"}], "temperature": 0.0, "max_tokens": 6}
+
+    def update() -> None:
+        with torch.no_grad():
+            for parameter in trainer_model.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
+
+    async def steps():
+        try:
+            update()
+            policy.stage_weights(trainer_model, 1)  # the first: a copy of its own
+            await policy.chat(body, rollout_id="a")  # swapped in; the original weights are kept
+            update()
+            policy.stage_weights(trainer_model, 2)  # into the original weights
+            update()
+            policy.stage_weights(trainer_model, 3)  # into the set no batch took yet
+            return await policy.chat(body, rollout_id="b")
+        finally:
+            await policy.aclose()
+
+    result = asyncio.run(steps())
+    policy.close()
+    assert result.policy_version == 3
+    assert sorted(parameter.data_ptr() for parameter in policy.model.parameters()) == original
+    assert all(
+        torch.equal(a, b) for a, b in zip(policy.model.parameters(), trainer_model.parameters(), strict=True)
+    )
+    [expected] = sample(trainer_model.eval(), [GenerationRequest(list(result.prompt_token_ids), 6, 0.0, 1.0)],
+                        eos_ids=[tokenizer.eos_token_id])  # fmt: skip
+    assert result.completion_token_ids == expected.ids

@@ -365,6 +365,7 @@ class InProcessPolicy(BatchedPolicy):
         self.generate_kwargs = dict(generate_kwargs or {})
         self._lock = threading.Lock()
         self._staged: tuple[int, list[tuple[int, torch.Tensor]]] | None = None
+        self._spare: list[tuple[int, torch.Tensor]] | None = None  # what the last swap replaced
         self._staging = threading.Lock()
 
     def stage_weights(self, source: Any, version: int) -> None:
@@ -373,27 +374,41 @@ class InProcessPolicy(BatchedPolicy):
         The policy then generates from a model of its own while the trainer
         updates ``source``. The copy is made here, on the caller's thread, so the
         trainer never waits for a batch in progress; the next batch swaps it in.
+        It goes into tensors kept from before (the weights the last swap replaced,
+        or a staged set no batch took yet): a fresh copy each step also costs its
+        allocation and first-touch page faults, 2-5x the copy itself (0.45-1.3 s
+        against 0.17-0.24 s for SmolLM2-135M on 2 cores), on the trainer's thread.
         """
         sources = list(source.parameters())
         if len(sources) != len(list(self.model.parameters())):
             raise ValueError("the trainer's model and the generation copy have different parameters")
         # frozen parameters never change, so only the trained ones are copied
-        tensors = [
-            (index, parameter.detach().clone()) for index, parameter in enumerate(sources) if parameter.requires_grad
-        ]
+        trained = [(index, parameter.detach()) for index, parameter in enumerate(sources) if parameter.requires_grad]
+        with self._staging:  # taken out of the generating thread's reach while they are written
+            kept = self._staged[1] if self._staged is not None else self._spare
+            self._staged = self._spare = None
+        if kept is not None and [(i, t.shape, t.dtype) for i, t in kept] == [(i, p.shape, p.dtype) for i, p in trained]:
+            for (_, target), (_, parameter) in zip(kept, trained, strict=True):
+                target.copy_(parameter)
+        else:
+            kept = [(index, parameter.clone()) for index, parameter in trained]
         with self._staging:
-            self._staged = (version, tensors)
+            self._staged = (version, kept)
 
     def _swap_staged(self) -> None:
+        """Between batches (under ``_lock``): the staged weights in; the replaced ones kept to stage into."""
         with self._staging:
             staged, self._staged = self._staged, None
         if staged is None:
             return
         version, tensors = staged
         parameters = list(self.model.parameters())
+        replaced = [(index, parameters[index].data) for index, _ in tensors]
         for index, tensor in tensors:
             parameters[index].data = tensor
         self.version = version
+        with self._staging:
+            self._spare = replaced
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -527,9 +542,7 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
     cache = None
     if shared > 0:
         prefix = torch.tensor([prompts[0][:shared]], device=device)
-        output = _forward(
-            model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None
-        )
+        output = _forward(model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None)
         cache = cache_of(output)
         if len(prompts) > 1:
             cache.batch_repeat_interleave(len(prompts))
@@ -583,9 +596,7 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
         output = _forward(model, torch.tensor(tokens, device=device)[:, None], mask, last[:, None], cache)
         cache = cache_of(output)
         logits = output.logits[:, -1, :].float()
-    return [
-        Generation(tuple(generated[row]), tuple(logprobs[row]), finished[row]) for row in range(len(items))
-    ]
+    return [Generation(tuple(generated[row]), tuple(logprobs[row]), finished[row]) for row in range(len(items))]
 
 
 def _draw(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:

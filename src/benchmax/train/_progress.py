@@ -62,7 +62,11 @@ class _RunLogCallback(_callback_base()):  # type: ignore[misc]
         _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=False)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=True)
+        # The save as training stops is followed by ``run``'s own plots of every curve, so
+        # the curve is drawn there once, not here too: matplotlib (1-6 s on 2 cores, its
+        # import and font cache the first time) would otherwise sit in the training loop.
+        stopping = bool(control.should_training_stop) or bool(state.max_steps and state.global_step >= state.max_steps)
+        _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=not stopping)
 
 
 class _StepCallback(_callback_base()):  # type: ignore[misc]
