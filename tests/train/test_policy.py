@@ -8,7 +8,8 @@ import copy
 import torch
 from calculator_env import calculator_bridge
 
-from benchmax.train._policy import GenerationRequest, InProcessPolicy, sample
+from benchmax.train._policy import InProcessPolicy
+from benchmax.train._sampling import GenerationRequest, sample
 from benchmax.train._tokens import render_prompt
 
 

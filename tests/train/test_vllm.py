@@ -337,7 +337,7 @@ class _HeldCompletions:
 
 def test_a_weight_push_on_the_server_path_lands_between_turns_and_each_turn_records_its_version(tiny):
     from benchmax.aio import LoopThread
-    from benchmax.train._policy import GenerationRequest
+    from benchmax.train._sampling import GenerationRequest
 
     server = _HeldCompletions()
     loop = LoopThread(name="benchmax-train-loop")

@@ -207,7 +207,7 @@ def shared_prefix_logps(
     """
     from transformers import DynamicCache
 
-    from benchmax.train._policy import cache_argument, cache_of
+    from benchmax.train._sampling import cache_argument, cache_of
 
     prompt_width = input_ids.size(1) - logits_to_keep
     backbone = getattr(model, "base_model", None)

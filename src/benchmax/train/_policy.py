@@ -12,8 +12,6 @@ vLLM backends.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +24,7 @@ import torch
 from benchmax.client import ChatResult, ModelError
 from benchmax.envs import TerminationReason, Usage, message_key
 from benchmax.telemetry import traced_model_call
+from benchmax.train._sampling import Generation, GenerationRequest, sample
 from benchmax.train._tokens import TemplateError, parse_tool_call_text, render_prompt, render_suffix
 
 logger = logging.getLogger("benchmax.train.policy")
@@ -43,33 +42,11 @@ class TokenState:
 
 
 @dataclass(frozen=True, slots=True)
-class Generation:
-    """One completion as a backend produced it."""
-
-    ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    finished: bool
-    """True when the model ended its turn (an end token), False at the token limit."""
-    version: int | None = None
-    """The policy version whose weights generated it, when the backend knows."""
-
-
-@dataclass(frozen=True, slots=True)
 class GenerationRecord:
     """One sequence's generate call, as the model saw it (kept when ``record=True``)."""
 
     prompt_ids: tuple[int, ...]
     completion_ids: tuple[int, ...]
-
-
-@dataclass(slots=True)
-class GenerationRequest:
-    """One turn waiting for a backend: its prompt ids and sampling settings."""
-
-    prompt_ids: list[int]
-    max_tokens: int
-    temperature: float
-    top_p: float
 
 
 class TokenPolicy:
@@ -480,137 +457,3 @@ class InProcessPolicy(BatchedPolicy):
             finished = bool(ids) and ids[-1] in eos
             results.append(Generation(tuple(ids), tuple(logprobs[row, : len(ids)].tolist()), finished))
         return results
-
-
-def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
-    first = rows[0]
-    length = min(len(row) for row in rows)
-    for row in rows[1:]:
-        index = 0
-        while index < length and row[index] == first[index]:
-            index += 1
-        length = index
-    return length
-
-
-def cache_argument(model: Any) -> str:
-    """transformers 5.x renames ``past_key_values`` to ``cache``; use whichever the model takes."""
-    name = getattr(model, "_benchmax_cache_argument", None)
-    if name is None:
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        with contextlib.suppress(AttributeError):
-            model._benchmax_cache_argument = name
-    return name
-
-
-def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
-    """One cached forward pass, only the last position's logits kept."""
-    return model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
-        **{cache_argument(model): cache},
-    )
-
-
-def cache_of(output: Any) -> Any:
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
-
-
-@torch.no_grad()
-def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[int]) -> list[Generation]:
-    """Sample a batch of turns with their prompts' shared tokens computed once.
-
-    The turns of a step share most of their prompt: every sibling of a group
-    has the same first turn, and a system prompt (tools, worked examples) opens
-    every prompt of an env. ``generate`` would run all of it once per row; here
-    the prefix all prompts share runs once, the rest of each distinct prompt
-    once, and the cache is copied to the rows that need it. Logprobs are the
-    log-softmax of the logits over the temperature, the quantity TRL
-    recomputes; top-p only narrows what is drawn. Temperature 0 is greedy.
-    Rows leave the batch as they finish. A batch holds one sampling setting
-    (the :class:`Batcher` groups turns by it).
-    """
-    device = next(model.parameters()).device
-    unique: dict[tuple[int, ...], int] = {}
-    rows = [unique.setdefault(tuple(item.prompt_ids), len(unique)) for item in items]
-    prompts = list(unique)
-    shared = min(_common_prefix(prompts), min(len(prompt) for prompt in prompts) - 1)
-    cache = None
-    if shared > 0:
-        prefix = torch.tensor([prompts[0][:shared]], device=device)
-        output = _forward(model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None)
-        cache = cache_of(output)
-        if len(prompts) > 1:
-            cache.batch_repeat_interleave(len(prompts))
-    tails = [prompt[shared:] for prompt in prompts]
-    width = max(len(tail) for tail in tails)
-    ids = torch.zeros((len(tails), width), dtype=torch.long, device=device)
-    tail_mask = torch.zeros((len(tails), width), dtype=torch.long, device=device)
-    for row, tail in enumerate(tails):
-        ids[row, width - len(tail) :] = torch.tensor(tail, device=device)
-        tail_mask[row, width - len(tail) :] = 1
-    mask = torch.cat([torch.ones((len(tails), shared), dtype=torch.long, device=device), tail_mask], dim=1)
-    positions = (shared + tail_mask.cumsum(1) - 1).clamp(min=0)
-    output = _forward(model, ids, mask, positions, cache)
-    cache = cache_of(output)
-    index = torch.tensor(rows, device=device)
-    if len(prompts) != len(items) or rows != list(range(len(items))):
-        cache.batch_select_indices(index)
-    logits = output.logits[:, -1, :][index].float()
-    mask = mask[index]
-    last = positions[:, -1][index]
-
-    eos = set(int(token) for token in eos_ids)
-    active = list(range(len(items)))
-    generated: list[list[int]] = [[] for _ in items]
-    logprobs: list[list[float]] = [[] for _ in items]
-    finished = [False] * len(items)
-    temperature, top_p = items[0].temperature, items[0].top_p
-    while active:
-        drawn, drawn_logprobs = _draw(logits, temperature, top_p)
-        tokens = drawn.tolist()
-        for slot, row in enumerate(active):
-            generated[row].append(tokens[slot])
-            logprobs[row].append(float(drawn_logprobs[slot]))
-            if tokens[slot] in eos:
-                finished[row] = True
-        keep = [
-            slot
-            for slot, row in enumerate(active)
-            if not finished[row] and len(generated[row]) < items[row].max_tokens
-        ]
-        if not keep:
-            break
-        if len(keep) != len(active):
-            selected = torch.tensor(keep, device=device)
-            cache.batch_select_indices(selected)
-            mask, last = mask[selected], last[selected]
-            tokens = [tokens[slot] for slot in keep]
-            active = [active[slot] for slot in keep]
-        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long, device=device)], dim=1)
-        last = last + 1
-        output = _forward(model, torch.tensor(tokens, device=device)[:, None], mask, last[:, None], cache)
-        cache = cache_of(output)
-        logits = output.logits[:, -1, :].float()
-    return [Generation(tuple(generated[row]), tuple(logprobs[row]), finished[row]) for row in range(len(items))]
-
-
-def _draw(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row of logits, and its logprob under the tempered softmax."""
-    if temperature <= 0:
-        tokens = torch.argmax(logits, dim=-1)
-        return tokens, torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
-    scores = torch.log_softmax(logits / temperature, dim=-1)
-    probs = scores.exp()
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
-        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p
-        choice = torch.multinomial(sorted_probs.masked_fill(outside, 0.0), 1)
-        tokens = order.gather(-1, choice).squeeze(-1)
-    else:
-        tokens = torch.multinomial(probs, 1).squeeze(-1)
-    return tokens, scores.gather(-1, tokens[:, None]).squeeze(-1)

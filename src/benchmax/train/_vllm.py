@@ -26,7 +26,8 @@ from typing import Any
 
 from benchmax.client import DEFAULT_MAX_OUTAGE, HttpModelClient, ModelError, choose_model
 from benchmax.envs import TerminationReason
-from benchmax.train._policy import BatchedPolicy, Generation, GenerationRequest, TokenPolicy
+from benchmax.train._policy import BatchedPolicy, TokenPolicy
+from benchmax.train._sampling import Generation, GenerationRequest
 
 VLLM_MODES = ("server", "colocate")
 
