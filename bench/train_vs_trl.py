@@ -11,7 +11,8 @@ token limit, temperature, learning rate, loss, seed and thread count:
 - ``benchmax``: ``benchmax.train.train`` with its defaults (the engine runs
   every rollout, async generation one step ahead, dead groups dropped);
 - ``benchmax-sync``: the same with ``async_steps=0, dead_groups=keep`` (what
-  differs is then only the rollout path).
+  differs is then only the rollout path);
+- ``benchmax-async0``: the defaults but ``async_steps=0`` (dead groups still dropped).
 
 Both save as ``benchmax train`` does by default (and TRL's own default
 ``save_strategy="steps"`` does): once, when training ends, so both write the
@@ -43,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = str(ROOT / "examples" / "format")
-SIDES = ("trl", "benchmax", "benchmax-sync")
+SIDES = ("trl", "benchmax", "benchmax-sync", "benchmax-async0")
 
 
 SAVE_STEPS = 10_000
@@ -175,13 +176,15 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     }
 
 
-def run_benchmax(args: argparse.Namespace, out: Path, *, sync: bool) -> dict[str, Any]:
+def run_benchmax(args: argparse.Namespace, out: Path, *, side: str) -> dict[str, Any]:
     from benchmax.store import Run
     from benchmax.train import build, run
 
     options = dict(settings(args))
-    if sync:
+    if side == "benchmax-sync":
         options.update(async_steps=0, dead_groups="keep")
+    elif side == "benchmax-async0":
+        options.update(async_steps=0)
     session = build(
         ENV,
         model="embedded",
@@ -219,8 +222,7 @@ def worker(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sync = args.side == "benchmax-sync"
-    figures = run_trl(args, out) if args.side == "trl" else run_benchmax(args, out, sync=sync)
+    figures = run_trl(args, out) if args.side == "trl" else run_benchmax(args, out, side=args.side)
     figures["load"] = os.getloadavg()[0]
     (out / "figures.json").write_text(json.dumps(figures))
 

@@ -19,11 +19,13 @@ tokens truncated and ``kl/sampler``, the k3 estimate of KL(pi_sampler || pi_thet
 about 0 for synchronous in-process generation (the token check of the
 logprobs), growing with staleness.
 
-The rollouts of a step share most of their prompt (a system prompt, tools,
-worked examples): TRL's forward pass runs it once per rollout. Here the tokens
-every sequence starts with run once (with gradients) and their keys and values
-are shared by all rows, the same computation with the prefix's gradient summed
-over the rows, so a step costs the prefix once plus each rollout's own tokens.
+The rollouts of a step share most of their prompt (every sibling of a group
+has the same one; a system prompt, tools and worked examples open all of them):
+TRL's forward pass runs it once per rollout. Here each distinct prompt runs
+once, with gradients, and its keys and values are shared by its rows
+(:func:`benchmax.train._prefix.prefix_logps`): the same computation, the
+prompt's gradient summed over its rows, so a step costs each prompt once plus
+each rollout's own tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import math
 from typing import Any
 
 import torch
+
+from benchmax.train._prefix import prefix_logps
 
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -110,11 +114,11 @@ def trainer_class() -> type:
             compute_aux_loss: bool = False,
             **extra: Any,
         ) -> tuple[torch.Tensor, torch.Tensor | None, None] | None:
-            """The shared-prefix forward pass, or ``None`` where TRL's own must run
-            (multimodal inputs, MoE aux loss, no prefix worth sharing)."""
+            """The forward pass with each distinct prompt run once, or ``None`` where TRL's own
+            must run (multimodal inputs, MoE aux loss, too little shared to be worth it)."""
             if compute_aux_loss or any(value is not None for value in extra.values()):
                 return None
-            return shared_prefix_logps(
+            return prefix_logps(
                 model,
                 input_ids,
                 attention_mask,
@@ -162,104 +166,3 @@ def trainer_class() -> type:
             inputs["advantages"] = advantages * weights
 
     return BenchmaxGRPOTrainer
-
-
-MIN_SHARED = 16
-"""Tokens every sequence must share for the shared-prefix pass to be used."""
-
-
-def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt_width: int) -> int:
-    """How many tokens every left-padded prompt starts with (at most its length minus one,
-    so each row keeps a token of its own to predict its first completion token from)."""
-    pads = (attention_mask[:, :prompt_width] == 0).sum(dim=1).tolist()
-    lengths = [prompt_width - pad for pad in pads]
-    limit = min(lengths) - 1
-    if limit <= 0:
-        return 0
-    rows = [input_ids[row, pad : pad + limit] for row, pad in enumerate(pads)]
-    stacked = torch.stack(rows)
-    same = (stacked == stacked[0]).all(dim=0)
-    differing = (~same).nonzero()
-    return int(differing[0]) if len(differing) else limit
-
-
-def shared_prefix_logps(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    logits_to_keep: int,
-    *,
-    batch_size: int | None = None,
-    compute_entropy: bool = False,
-    min_shared: int = MIN_SHARED,
-) -> tuple[torch.Tensor, torch.Tensor | None, None] | None:
-    """TRL's per-token logprobs (and entropies) of the completion tokens, with the
-    prefix all prompts share computed once.
-
-    ``input_ids`` is TRL's layout: left-padded prompts, then right-padded
-    completions (``logits_to_keep`` wide). The shared prefix runs through the
-    backbone once, its cache is expanded to every row, and each row's own tokens
-    (the rest of its prompt, its completion) run on top, through TRL's fused LM
-    head (``fused_lm_head=True``, which applies TRL's temperature). Position ids
-    continue the prefix, so each row sees exactly its own sequence. Returns
-    ``None`` when fewer than ``min_shared`` tokens are shared or the model is not
-    a decoder this works on.
-    """
-    from transformers import DynamicCache
-
-    from benchmax.train._sampling import cache_argument, cache_of
-
-    prompt_width = input_ids.size(1) - logits_to_keep
-    backbone = getattr(model, "base_model", None)
-    if prompt_width <= 0 or backbone is None or backbone is model or not hasattr(model, "get_output_embeddings"):
-        return None
-    shared = shared_prefix(input_ids, attention_mask, prompt_width)
-    if shared < min_shared:
-        return None
-    pads = (attention_mask[:, :prompt_width] == 0).sum(dim=1).tolist()
-    prefix = input_ids[:1, pads[0] : pads[0] + shared]
-    device = input_ids.device
-    out = backbone(
-        input_ids=prefix,
-        attention_mask=torch.ones_like(prefix),
-        position_ids=torch.arange(shared, device=device)[None],
-        use_cache=True,
-    )
-    prefix_cache = cache_of(out)
-    layers = [(layer.keys, layer.values) for layer in prefix_cache.layers]
-    keep = [
-        torch.cat([input_ids[row, :pad], input_ids[row, pad + shared :]]) for row, pad in enumerate(pads)
-    ]
-    rest_ids = torch.stack(keep)
-    rest_mask = torch.stack(
-        [torch.cat([attention_mask[row, :pad], attention_mask[row, pad + shared :]]) for row, pad in enumerate(pads)]
-    )
-    positions = (shared + rest_mask.cumsum(dim=1) - 1).clamp(min=0)
-    labels = rest_ids.masked_fill(rest_mask == 0, -100)
-    labels[:, :-logits_to_keep] = -100
-    name = cache_argument(model)
-    size = batch_size or rest_ids.size(0)
-    all_logps, all_entropies = [], []
-    for start in range(0, rest_ids.size(0), size):
-        end = min(start + size, rest_ids.size(0))
-        rows = end - start
-        cache = DynamicCache(
-            ddp_cache_data=[(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1)) for keys, values in layers]
-        )
-        mask = torch.cat(
-            [torch.ones((rows, shared), dtype=rest_mask.dtype, device=device), rest_mask[start:end]], dim=1
-        )
-        outputs = model(
-            input_ids=rest_ids[start:end],
-            attention_mask=mask,
-            position_ids=positions[start:end],
-            labels=labels[start:end],
-            fused_lm_head=True,
-            **{name: cache},
-        )
-        all_logps.append(outputs.log_probs[:, -logits_to_keep:])
-        if compute_entropy:
-            all_entropies.append(outputs.entropy[:, -logits_to_keep:])
-    logps = torch.cat(all_logps, dim=0)
-    entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
-    return logps, entropies, None

@@ -7,13 +7,14 @@ prompts share runs through the model once, each token's logprob is kept for the 
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
+
+from benchmax.train._prefix import cache_argument, cache_of, prefill
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,27 +39,6 @@ class GenerationRequest:
     top_p: float
 
 
-def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
-    first = rows[0]
-    length = min(len(row) for row in rows)
-    for row in rows[1:]:
-        index = 0
-        while index < length and row[index] == first[index]:
-            index += 1
-        length = index
-    return length
-
-
-def cache_argument(model: Any) -> str:
-    """transformers 5.x renames ``past_key_values`` to ``cache``; use whichever the model takes."""
-    name = getattr(model, "_benchmax_cache_argument", None)
-    if name is None:
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        with contextlib.suppress(AttributeError):
-            model._benchmax_cache_argument = name
-    return name
-
-
 def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
     """One cached forward pass, only the last position's logits kept."""
     return model(
@@ -69,11 +49,6 @@ def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch
         logits_to_keep=1,
         **{cache_argument(model): cache},
     )
-
-
-def cache_of(output: Any) -> Any:
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
 
 
 @torch.no_grad()
@@ -93,32 +68,14 @@ def sample(model: Any, items: Sequence[GenerationRequest], *, eos_ids: Sequence[
     device = next(model.parameters()).device
     unique: dict[tuple[int, ...], int] = {}
     rows = [unique.setdefault(tuple(item.prompt_ids), len(unique)) for item in items]
-    prompts = list(unique)
-    shared = min(_common_prefix(prompts), min(len(prompt) for prompt in prompts) - 1)
-    cache = None
-    if shared > 0:
-        prefix = torch.tensor([prompts[0][:shared]], device=device)
-        output = _forward(model, prefix, torch.ones_like(prefix), torch.arange(shared, device=device)[None], None)
-        cache = cache_of(output)
-        if len(prompts) > 1:
-            cache.batch_repeat_interleave(len(prompts))
-    tails = [prompt[shared:] for prompt in prompts]
-    width = max(len(tail) for tail in tails)
-    ids = torch.zeros((len(tails), width), dtype=torch.long, device=device)
-    tail_mask = torch.zeros((len(tails), width), dtype=torch.long, device=device)
-    for row, tail in enumerate(tails):
-        ids[row, width - len(tail) :] = torch.tensor(tail, device=device)
-        tail_mask[row, width - len(tail) :] = 1
-    mask = torch.cat([torch.ones((len(tails), shared), dtype=torch.long, device=device), tail_mask], dim=1)
-    positions = (shared + tail_mask.cumsum(1) - 1).clamp(min=0)
-    output = _forward(model, ids, mask, positions, cache)
-    cache = cache_of(output)
+    prompts = prefill(partial(_forward, model), list(unique), device=device)
+    cache = prompts.cache
     index = torch.tensor(rows, device=device)
-    if len(prompts) != len(items) or rows != list(range(len(items))):
+    if len(unique) != len(items) or rows != list(range(len(items))):
         cache.batch_select_indices(index)
-    logits = output.logits[:, -1, :][index].float()
-    mask = mask[index]
-    last = positions[:, -1][index]
+    logits = prompts.output.logits[:, -1, :][index].float()
+    mask = prompts.mask[index]
+    last = prompts.positions[index]
 
     eos = set(int(token) for token in eos_ids)
     active = list(range(len(items)))
