@@ -96,3 +96,15 @@ def test_a_batch_of_distinct_prompts_with_nothing_shared_is_left_to_trl(tiny):
 def test_common_prefix_counts_the_leading_tokens_every_row_shares():
     assert common_prefix([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
     assert common_prefix([[1, 2], [3]]) == 0
+
+
+def test_a_model_with_activation_checkpointing_is_left_to_trl(tiny):
+    from trl.trainer.utils import add_fused_lm_head
+
+    model, tokenizer = tiny
+    add_fused_lm_head(model, temperature=1.0)
+    prompts, completions = _batch(tokenizer, "groups of siblings under a system prompt")
+    input_ids, mask, keep = _trl_layout(tokenizer, prompts, completions)
+    assert prefix_logps(model, input_ids, mask, keep) is not None
+    model.gradient_checkpointing_enable()
+    assert prefix_logps(model, input_ids, mask, keep) is None

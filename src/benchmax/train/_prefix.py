@@ -118,7 +118,7 @@ def prefix_logps(
     Returns ``None`` (TRL's own pass should run) when that would not run at most
     ``saving`` of the positions TRL's pass runs, or the model is not a decoder
     this is known to be exact for (a backbone, an LM head, full attention in
-    every layer).
+    every layer, no activation checkpointing).
     """
     from transformers import DynamicCache
 
@@ -126,6 +126,8 @@ def prefix_logps(
     backbone = getattr(model, "base_model", None)
     if prompt_width <= 0 or backbone is None or backbone is model or not hasattr(model, "get_output_embeddings"):
         return None
+    if any(getattr(module, "gradient_checkpointing", False) is True for module in model.modules()):
+        return None  # checkpointed layers run without a cache
     layer_types = getattr(getattr(model, "config", None), "layer_types", None) or ()
     if any(kind != "full_attention" for kind in layer_types):
         return None  # a sliding window would see the cache differently
