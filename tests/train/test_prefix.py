@@ -108,3 +108,16 @@ def test_a_model_with_activation_checkpointing_is_left_to_trl(tiny):
     assert prefix_logps(model, input_ids, mask, keep) is not None
     model.gradient_checkpointing_enable()
     assert prefix_logps(model, input_ids, mask, keep) is None
+
+
+def test_prompts_that_are_not_left_padded_are_left_to_trl(tiny):
+    from trl.trainer.utils import add_fused_lm_head
+
+    model, tokenizer = tiny
+    add_fused_lm_head(model, temperature=1.0)
+    prompts, completions = _batch(tokenizer, "groups of siblings under a system prompt")
+    input_ids, mask, keep = _trl_layout(tokenizer, prompts, completions)
+    holed = mask.clone()
+    holed[0, input_ids.size(1) - keep - 3] = 0  # a hole inside the first row's prompt
+    assert prefix_logps(model, input_ids, holed, keep) is None
+    assert prefix_logps(model, input_ids, mask, keep) is not None

@@ -131,20 +131,22 @@ def prefix_logps(
     layer_types = getattr(getattr(model, "config", None), "layer_types", None) or ()
     if any(kind != "full_attention" for kind in layer_types):
         return None  # a sliding window would see the cache differently
-    pads = (attention_mask[:, :prompt_width] == 0).sum(dim=1).tolist()
-    if max(pads) >= prompt_width:
-        return None  # a row without a prompt token
-    unique: dict[tuple[int, ...], int] = {}
-    rows = [
-        unique.setdefault(tuple(input_ids[row, pad:prompt_width].tolist()), len(unique)) for row, pad in enumerate(pads)
-    ]
+    prompt_mask = attention_mask[:, :prompt_width]
+    if not bool(prompt_mask[:, -1].all()) or bool((prompt_mask[:, 1:] < prompt_mask[:, :-1]).any()):
+        return None  # not left-padded prompts, or a row without a prompt token
+    # rows with one prompt are one row of the padded block (the padding is the batch's, not the row's)
+    distinct, inverse = torch.unique(
+        input_ids[:, :prompt_width].masked_fill(prompt_mask == 0, -1), dim=0, return_inverse=True
+    )
+    unique = [tuple(token for token in row if token >= 0) for row in distinct.tolist()]
     heads = [prompt[:-1] for prompt in unique]
     if not all(heads):
         return None
     shared = min(common_prefix(heads), min(len(head) for head in heads) - 1)
     tails = max(len(head) for head in heads) - shared
-    cost = shared + len(heads) * tails + len(rows) * (1 + logits_to_keep)
-    if cost > saving * len(rows) * input_ids.size(1):
+    rows = input_ids.size(0)
+    cost = shared + len(heads) * tails + rows * (1 + logits_to_keep)
+    if cost > saving * rows * input_ids.size(1):
         return None
     device = input_ids.device
     name = cache_argument(backbone)
@@ -154,7 +156,7 @@ def prefix_logps(
 
     prompts = prefill(forward, heads, device=device)
     layers = [(layer.keys, layer.values) for layer in prompts.cache.layers]
-    index = torch.tensor(rows, device=device)
+    index = inverse.to(device)
     last = torch.tensor([prompt[-1] for prompt in unique], device=device)[index]
     completion_mask = attention_mask[:, prompt_width:]
     rest_ids = torch.cat([last[:, None], input_ids[:, prompt_width:]], dim=1)
@@ -163,10 +165,10 @@ def prefix_logps(
     labels = rest_ids.masked_fill(rest_mask == 0, -100)
     labels[:, 0] = -100
     cached_mask = prompts.mask[index]
-    size = batch_size or len(rows)
+    size = batch_size or rows
     all_logps, all_entropies = [], []
-    for start in range(0, len(rows), size):
-        chunk = slice(start, min(start + size, len(rows)))
+    for start in range(0, rows, size):
+        chunk = slice(start, min(start + size, rows))
         selected = index[chunk]
         cache = DynamicCache(
             ddp_cache_data=[
