@@ -57,7 +57,7 @@ def mixed_dir(runs_dir: Path, vision_dir: Path, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium, one per test module (Playwright's sync API; imported only by browser tests)."""
+    """Headless Chromium, one per test module; Playwright is imported only when a test asks for it."""
     import playwright.sync_api as playwright_api
 
     if CHROMIUM is None:
