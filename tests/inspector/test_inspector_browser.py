@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,72 +16,19 @@ from urllib.parse import quote
 import httpx
 import playwright.sync_api as playwright_api
 import pytest
-import uvicorn
+from browser_kit import InspectorServer, fits, open_view, table_answers, table_ids
 from inspector_runs import MIXTURE_ENVS, write_synthetic_groups, write_training_run
 
-from benchmax.inspector import create_app
-from benchmax.inspector.server import bind
 from benchmax.store import RunWriter
 
 expect = playwright_api.expect
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    pytest.fail("the browser tests need Debian's chromium: apt-get install -y chromium", pytrace=False)
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-class _Server:
-    """A real uvicorn server on a free loopback port, in a thread."""
-
-    def __init__(self, root: Path) -> None:
-        sock = bind("127.0.0.1", 0)
-        self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(root), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the inspector did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")
-def server(runs_dir: Path) -> Iterator[_Server]:
-    running = _Server(runs_dir)
+def server(runs_dir: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(runs_dir)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
-    opened = context.new_page()
-    opened.dialogs = []
-    opened.errors = []
-    opened.on("dialog", lambda dialog: (opened.dialogs.append(dialog.message), dialog.dismiss()))
-    opened.on("pageerror", lambda error: opened.errors.append(str(error)))
-    yield opened
-    context.close()
 
 
 @pytest.fixture(scope="module")
@@ -95,30 +39,8 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _open(page: object, url: str, view: str) -> None:
-    page.goto(url)  # type: ignore[attr-defined]
-    page.wait_for_selector(f"body[data-ready={view}]", timeout=15000)  # type: ignore[attr-defined]
-
-
-_TABLE_ANSWERS = """(want) => {
-  const url = new URL(location.href);
-  if (!Object.entries(want).every(([key, value]) => (url.searchParams.get(key) || '') === value)) return false;
-  const area = document.querySelector('.tab-area');
-  return !!area && area.dataset.drawn === location.search && area.getAttribute('aria-busy') === 'false';
-}"""
-
-
-def _table_answers(page: object, **params: str) -> None:
-    """Wait until the URL carries ``params`` and the run page's table is the one drawn for that URL.
-
-    A filter or a sort changes the URL at once and redraws the table when its answer arrives:
-    the old table stays on screen meanwhile, and may even have the row count the test expects.
-    """
-    page.wait_for_function(_TABLE_ANSWERS, arg=params, timeout=15000)  # type: ignore[attr-defined]
-
-
-def test_runs_list_compares_two_runs(page: object, server: _Server, shots: Path) -> None:
-    _open(page, server.base + "/", "runs")
+def test_runs_list_compares_two_runs(page: object, server: InspectorServer, shots: Path) -> None:
+    open_view(page, server.base + "/", "runs")
     assert sorted(page.locator("a.run-link").all_text_contents()) == ["a", "b"]
     page.screenshot(path=str(shots / "inspector-runs.png"))
     page.get_by_label("select a").check()
@@ -130,29 +52,29 @@ def test_runs_list_compares_two_runs(page: object, server: _Server, shots: Path)
     assert not page.errors
 
 
-def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server, shots: Path) -> None:
-    _open(page, server.base + "/runs/a", "run")
+def test_run_page_filters_sorts_and_opens_a_group(page: object, server: InspectorServer, shots: Path) -> None:
+    open_view(page, server.base + "/runs/a", "run")
     page.wait_for_selector("text=latency per rollout")
-    _table_answers(page)
+    table_answers(page)
     rows = page.locator(".tab-area table.grid tbody tr")
     assert rows.count() == 15
     page.screenshot(path=str(shots / "inspector-run.png"), full_page=True)
 
     page.select_option("select[name=reason]", "model_error")
-    _table_answers(page, reason="model_error")
+    table_answers(page, reason="model_error")
     assert rows.count() == 3
     page.select_option("select[name=reason]", "")
-    _table_answers(page, reason="")
+    table_answers(page, reason="")
     assert rows.count() == 15
     page.fill("input[name=q]", "window.__xss")
-    _table_answers(page, q="window.__xss")
+    table_answers(page, q="window.__xss")
     assert rows.count() == 3
     page.fill("input[name=q]", "")
-    _table_answers(page, q="")
+    table_answers(page, q="")
     assert rows.count() == 15
 
     page.locator("th", has_text="reward").first.click()
-    _table_answers(page, sort="reward", desc="1")
+    table_answers(page, sort="reward", desc="1")
     rewards = [
         float(text) for text in page.locator(".tab-area table.grid tbody tr td:nth-child(5)").all_text_contents()
     ]
@@ -166,12 +88,12 @@ def test_run_page_filters_sorts_and_opens_a_group(page: object, server: _Server,
     assert not page.errors
 
 
-def test_run_page_shows_the_runs_provenance(page: object, server: _Server, runs_dir: Path) -> None:
+def test_run_page_shows_the_runs_provenance(page: object, server: InspectorServer, runs_dir: Path) -> None:
     from benchmax.store import Run
 
     with Run(runs_dir / "a") as run:
         provenance = run.meta["provenance"]
-    _open(page, server.base + "/runs/a", "run")
+    open_view(page, server.base + "/runs/a", "run")
     panel = page.locator("details.provenance")
     expect(panel).to_have_count(1)
     assert f"code {provenance['code']['sha256'][:12]}" in panel.locator("summary").inner_text()
@@ -186,13 +108,13 @@ def test_run_page_shows_the_runs_provenance(page: object, server: _Server, runs_
 
 
 def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
-    page: object, server: _Server, runs_dir: Path, shots: Path
+    page: object, server: InspectorServer, runs_dir: Path, shots: Path
 ) -> None:
     from benchmax.store import RunQueries
 
     with RunQueries(runs_dir / "a") as run:
         row = run.rollouts(sort="num_tool_calls", descending=True, limit=1).rows[0]
-    _open(page, f"{server.base}/runs/a/groups/{quote(row['group_id'], safe='')}", "group")
+    open_view(page, f"{server.base}/runs/a/groups/{quote(row['group_id'], safe='')}", "group")
     advantages = page.locator(".sib-figures .big").all_text_contents()[1::2]
     assert sorted(advantages) == ["+1.414", "-0.707", "-0.707"]
     page.screenshot(path=str(shots / "inspector-group.png"), full_page=True)
@@ -219,7 +141,9 @@ def test_group_and_rollout_views_show_advantages_logs_and_tracebacks(
     assert not page.errors
 
 
-def test_a_script_payload_in_a_model_reply_stays_inert_text(page: object, server: _Server, runs_dir: Path) -> None:
+def test_a_script_payload_in_a_model_reply_stays_inert_text(
+    page: object, server: InspectorServer, runs_dir: Path
+) -> None:
     from benchmax.store import RolloutFilter, RunQueries
 
     with RunQueries(runs_dir / "a") as run:
@@ -229,7 +153,7 @@ def test_a_script_payload_in_a_model_reply_stays_inert_text(page: object, server
         (f"{server.base}/runs/a/groups/{quote(row['group_id'], safe='')}", "group"),
         (f"{server.base}/runs/a/rollouts/{quote(row['rollout_id'], safe='')}", "rollout"),
     ):
-        _open(page, url, view)
+        open_view(page, url, view)
         page.wait_for_timeout(300)
         assert page.evaluate("window.__xss") is None, url
         assert page.locator("#injected").count() == 0, url
@@ -241,11 +165,11 @@ def test_a_script_payload_in_a_model_reply_stays_inert_text(page: object, server
 
 def test_new_rollouts_appear_while_the_run_is_being_written(page: object, tmp_path: Path) -> None:
     writer = RunWriter.create(tmp_path / "live", {"status": "running", "model": "m", "pass_threshold": 1.0})
-    live = _Server(tmp_path)
+    live = InspectorServer(tmp_path)
     try:
         write_synthetic_groups(writer, 0, 3)
-        _open(page, live.base + "/runs/live", "run")
-        _table_answers(page)
+        open_view(page, live.base + "/runs/live", "run")
+        table_answers(page)
         assert page.locator("table.grid tbody tr").count() == 6
         expect(page.locator("#live")).to_be_visible()
         write_synthetic_groups(writer, 3, 2)
@@ -260,7 +184,7 @@ def test_the_static_export_opens_from_disk(page: object, runs_dir: Path, tmp_pat
     from benchmax.inspector import export_static
 
     index = export_static(runs_dir, tmp_path / "bundle")
-    _open(page, index.as_uri(), "runs")
+    open_view(page, index.as_uri(), "runs")
     page.locator("a.run-link", has_text="a").click()
     page.wait_for_selector("body[data-ready=run]")
     expect(page.locator("table.grid tbody tr")).to_have_count(15)
@@ -276,9 +200,9 @@ def test_token_ids_and_logprobs_show_in_a_token_view(page: object, tmp_path: Pat
     writer = RunWriter.create(tmp_path / "tokens", {"status": "completed", "model": "m"})
     write_synthetic_groups(writer, 0, 1, tokens=True)
     writer.close()
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     try:
-        _open(page, f"{served.base}/runs/tokens/rollouts/{quote('eval/live0000#0', safe='')}", "rollout")
+        open_view(page, f"{served.base}/runs/tokens/rollouts/{quote('eval/live0000#0', safe='')}", "rollout")
         chips = page.locator(".tokens .tok")
         expect(chips).to_have_count(3)
         assert chips.all_text_contents() == ["101", "102", "103"]
@@ -291,17 +215,17 @@ def test_a_traced_rollout_shows_its_trace_id_copyable_and_an_untraced_one_nothin
     writer = RunWriter.create(tmp_path / "traced", {"status": "completed", "model": "m"})
     write_synthetic_groups(writer, 0, 1, traced=True)
     writer.close()
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served.base)  # type: ignore[attr-defined]
     try:
-        _open(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#0', safe='')}", "rollout")
+        open_view(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#0', safe='')}", "rollout")
         line = page.locator(".head .trace")
         expect(line).to_have_text(re.compile(r"^trace 0{15}10{15}1\s+copy$"))
         line.locator("button", has_text="copy").click()
         expect(line.locator("button")).to_have_text("copied ✓")
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied == f"{1:016x}{1:016x}"
-        _open(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#1', safe='')}", "rollout")
+        open_view(page, f"{served.base}/runs/traced/rollouts/{quote('eval/live0000#1', safe='')}", "rollout")
         expect(page.locator(".head h1")).to_contain_text("finished")
         assert page.locator(".head .trace").count() == 0
         assert "trace" not in page.locator(".head").inner_text()
@@ -312,9 +236,9 @@ def test_a_traced_rollout_shows_its_trace_id_copyable_and_an_untraced_one_nothin
 
 def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page: object, tmp_path: Path) -> None:
     write_training_run(tmp_path / "train")
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     try:
-        _open(page, f"{served.base}/runs/train", "run")
+        open_view(page, f"{served.base}/runs/train", "run")
         rows = page.locator("table.grid tbody tr")
         expect(rows).to_have_count(3)
         assert "1 mismatched" in rows.nth(2).inner_text()
@@ -330,9 +254,9 @@ def test_a_training_run_opens_on_its_steps_and_a_step_links_to_its_rollouts(page
 
 def test_a_mixture_training_run_shows_each_envs_reward_curve_and_dead_groups(page: object, tmp_path: Path) -> None:
     write_training_run(tmp_path / "train", mixture=True)
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     try:
-        _open(page, f"{served.base}/runs/train", "run")
+        open_view(page, f"{served.base}/runs/train", "run")
         rows = page.locator("table.grid tbody tr")
         expect(rows).to_have_count(3)
         math, code = MIXTURE_ENVS
@@ -354,16 +278,8 @@ def test_a_mixture_training_run_shows_each_envs_reward_curve_and_dead_groups(pag
         served.stop()
 
 
-def _ids(page: object, url: str, view: str = "run") -> list[str]:
-    _open(page, url, view)
-    _table_answers(page)
-    # the link's title is the full id (the text shows the short one)
-    links = page.locator("table.grid tbody a.id")  # type: ignore[attr-defined]
-    return [links.nth(index).get_attribute("title") for index in range(links.count())]
-
-
 def test_the_static_export_answers_every_table_query_as_the_server_does(
-    page: object, server: _Server, runs_dir: Path, tmp_path: Path
+    page: object, server: InspectorServer, runs_dir: Path, tmp_path: Path
 ) -> None:
     from benchmax.inspector import export_static
 
@@ -400,8 +316,8 @@ def test_the_static_export_answers_every_table_query_as_the_server_does(
     static_page = (bundle / "runs" / "a" / "index.html").as_uri()
     for query in queries:
         search = "&".join(f"{key}={quote(value, safe='')}" for key, value in query.items())
-        served = _ids(page, f"{server.base}/runs/a?{search}")
-        exported = _ids(page, f"{static_page}?{search}")
+        served = table_ids(page, f"{server.base}/runs/a?{search}")
+        exported = table_ids(page, f"{static_page}?{search}")
         kind = query["tab"]
         params = {key: value for key, value in query.items() if key != "tab"}
         key = {"rollouts": "rollout_id", "groups": "group_id", "examples": "example_id"}[kind]
@@ -443,14 +359,14 @@ def test_compare_warns_when_the_runs_differ_in_env_code(page: object, tmp_path: 
 
     with ThreadPoolExecutor(1) as pool:
         pool.submit(evaluate_twice).result(timeout=120)
-    inspector = _Server(root)
+    inspector = InspectorServer(root)
     try:
-        _open(page, f"{inspector.base}/compare?a=before&b=after", "compare")
+        open_view(page, f"{inspector.base}/compare?a=before&b=after", "compare")
         note = page.locator(".provenance-warning")
         expect(note).to_have_count(1)
         assert "differ in env code or data" in note.inner_text()
         assert "env code differs" in note.locator("li").first.inner_text()
-        _open(page, f"{inspector.base}/compare?a=before&b=before", "compare")
+        open_view(page, f"{inspector.base}/compare?a=before&b=before", "compare")
         expect(page.locator(".provenance-warning")).to_have_count(0)
     finally:
         inspector.stop()
@@ -461,15 +377,15 @@ def test_compare_warns_when_the_runs_differ_in_env_code(page: object, tmp_path: 
 
 
 @pytest.fixture(scope="module")
-def vision_server(vision_dir: Path) -> Iterator[_Server]:
-    running = _Server(vision_dir)
+def vision_server(vision_dir: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(vision_dir)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-def mixed_server(mixed_dir: Path) -> Iterator[_Server]:
-    running = _Server(mixed_dir)
+def mixed_server(mixed_dir: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(mixed_dir)
     yield running
     running.stop()
 
@@ -482,17 +398,11 @@ def _vision_rollout(vision_dir: Path, text: str) -> str:
     return next(row["rollout_id"] for row in rows if text in row["prompt"])
 
 
-def _fits(page: object, width: int) -> None:
-    """Nothing on the page is wider than the viewport (no sideways scrolling)."""
-    wide = page.evaluate("() => document.documentElement.scrollWidth")  # type: ignore[attr-defined]
-    assert wide <= width, f"the page is {wide}px wide in a {width}px viewport"
-
-
 def test_a_rollout_shows_its_task_images_and_which_tool_calls_failed(
-    page: object, vision_server: _Server, vision_dir: Path, shots: Path
+    page: object, vision_server: InspectorServer, vision_dir: Path, shots: Path
 ) -> None:
     rollout = _vision_rollout(vision_dir, "What colour is it?")
-    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
+    open_view(page, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
 
     fields = page.locator(".example-card table.fields")
     assert fields.locator("th").all_text_contents() == ["answer", "level"]
@@ -528,14 +438,14 @@ def test_a_rollout_shows_its_task_images_and_which_tool_calls_failed(
 
 
 def test_hostile_and_remote_image_urls_are_never_loaded_or_linked_as_code(
-    page: object, vision_server: _Server, vision_dir: Path
+    page: object, vision_server: InspectorServer, vision_dir: Path
 ) -> None:
     from inspector_runs import REMOTE
 
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))  # type: ignore[attr-defined]
     hostile = _vision_rollout(vision_dir, "and remote images")
-    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(hostile, safe='')}", "rollout")
+    open_view(page, f"{vision_server.base}/runs/vision/rollouts/{quote(hostile, safe='')}", "rollout")
     assert page.locator("main img").count() == 0
     link = page.locator("a.remote-image")
     assert link.count() == 1 and link.get_attribute("href") == REMOTE
@@ -547,17 +457,17 @@ def test_hostile_and_remote_image_urls_are_never_loaded_or_linked_as_code(
     assert page.locator("#injected, #injected-field").count() == 0
     assert "onerror" in page.locator(".example-card table.fields").inner_text()
     huge = _vision_rollout(vision_dir, "a huge image")
-    _open(page, f"{vision_server.base}/runs/vision/rollouts/{quote(huge, safe='')}", "rollout")
+    open_view(page, f"{vision_server.base}/runs/vision/rollouts/{quote(huge, safe='')}", "rollout")
     assert page.locator("main img").count() == 0
     assert "over the 2.0 MB bound" in page.locator(".image-part.elided").first.inner_text()
     assert page.evaluate("window.__xss") is None and page.dialogs == [] and not page.errors
     assert not [url for url in requested if "images.example.invalid" in url]
 
 
-def test_every_list_of_examples_shows_a_prompt_excerpt(page: object, server: _Server) -> None:
+def test_every_list_of_examples_shows_a_prompt_excerpt(page: object, server: InspectorServer) -> None:
     for tab in ("rollouts", "examples", "groups"):
-        _open(page, f"{server.base}/runs/a?tab={tab}", "run")
-        _table_answers(page, tab=tab)
+        open_view(page, f"{server.base}/runs/a?tab={tab}", "run")
+        table_answers(page, tab=tab)
         headers = page.locator(".tab-area table.grid th").all_text_contents()
         at = [header.strip() for header in headers].index("prompt") + 1
         cells = page.locator(f".tab-area table.grid tbody td:nth-child({at})").all_text_contents()
@@ -571,9 +481,9 @@ def test_every_list_of_examples_shows_a_prompt_excerpt(page: object, server: _Se
 
 
 def test_compare_names_a_and_b_swaps_them_and_refuses_deltas_without_common_examples(
-    page: object, mixed_server: _Server, shots: Path
+    page: object, mixed_server: InspectorServer, shots: Path
 ) -> None:
-    _open(page, mixed_server.base + "/", "runs")
+    open_view(page, mixed_server.base + "/", "runs")
     page.get_by_label("select b", exact=True).check()
     page.get_by_label("select a", exact=True).check()
     assert page.locator(".pick-line [data-side=a]").inner_text() == "a", "the older run is the baseline"
@@ -590,7 +500,7 @@ def test_compare_names_a_and_b_swaps_them_and_refuses_deltas_without_common_exam
     headers = [text.strip() for text in page.locator("table.grid").nth(1).locator("th").all_text_contents()]
     assert "prompt" in headers
 
-    _open(page, f"{mixed_server.base}/compare?a=a&b=vision", "compare")
+    open_view(page, f"{mixed_server.base}/compare?a=a&b=vision", "compare")
     verdict = page.locator(".not-comparable")
     expect(verdict).to_contain_text("0 common examples: not comparable")
     assert page.locator(".warn-box", has_text="different envs").count() == 1
@@ -600,8 +510,8 @@ def test_compare_names_a_and_b_swaps_them_and_refuses_deltas_without_common_exam
     assert not page.errors
 
 
-def test_the_runs_list_sorts_marks_rescores_and_fits_1400_pixels(page: object, mixed_server: _Server) -> None:
-    _open(page, mixed_server.base + "/", "runs")
+def test_the_runs_list_sorts_marks_rescores_and_fits_1400_pixels(page: object, mixed_server: InspectorServer) -> None:
+    open_view(page, mixed_server.base + "/", "runs")
     ids = lambda: page.locator("a.run-link").all_text_contents()  # noqa: E731
     page.locator("th", has_text="rollouts").click()
     expect(page).to_have_url(re.compile("sort=rollouts&desc=1"))
@@ -624,7 +534,7 @@ def test_the_runs_list_sorts_marks_rescores_and_fits_1400_pixels(page: object, m
     assert created["a"] != created["a-rescored"], "a rescore has its own creation date"
     components = {name: row[name].locator(".component .name").all_text_contents() for name in ids()}
     assert components["vision"] == ["correct"] and components["a"] == ["correct", "format"]
-    _fits(page, 1400)
+    fits(page, 1400)
     clipped = page.evaluate(
         "() => [...document.querySelectorAll('table.grid td, table.grid th')]"
         ".filter((cell) => cell.scrollWidth > cell.clientWidth + 1).map((cell) => cell.textContent)"
@@ -634,7 +544,12 @@ def test_the_runs_list_sorts_marks_rescores_and_fits_1400_pixels(page: object, m
 
 
 def test_rollout_pages_fit_a_390_pixel_phone(
-    browser: object, vision_server: _Server, vision_dir: Path, server: _Server, runs_dir: Path, shots: Path
+    browser: object,
+    vision_server: InspectorServer,
+    vision_dir: Path,
+    server: InspectorServer,
+    runs_dir: Path,
+    shots: Path,
 ) -> None:
     from benchmax.store import RunQueries
 
@@ -644,21 +559,23 @@ def test_rollout_pages_fit_a_390_pixel_phone(
     try:
         phone = context.new_page()
         rollout = _vision_rollout(vision_dir, "What colour is it?")
-        _open(phone, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
+        open_view(phone, f"{vision_server.base}/runs/vision/rollouts/{quote(rollout, safe='')}", "rollout")
         phone.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
-        _fits(phone, 390)
+        fits(phone, 390)
         phone.screenshot(path=str(shots / "inspector-rollout-390.png"), full_page=True)
-        _open(phone, f"{server.base}/runs/a/rollouts/{quote(longest, safe='')}", "rollout")
-        _fits(phone, 390)
+        open_view(phone, f"{server.base}/runs/a/rollouts/{quote(longest, safe='')}", "rollout")
+        fits(phone, 390)
     finally:
         context.close()
 
 
-def test_a_few_distinct_values_draw_one_labelled_bar_each_with_heights_by_count(page: object, server: _Server) -> None:
+def test_a_few_distinct_values_draw_one_labelled_bar_each_with_heights_by_count(
+    page: object, server: InspectorServer
+) -> None:
     stored = httpx.get(f"{server.base}/api/runs/a/overview").json()["components"]["format"]["histogram"]
     assert 1 < len(stored) <= 20 and all(bar["low"] == bar["high"] for bar in stored)
 
-    _open(page, server.base + "/runs/a", "run")
+    open_view(page, server.base + "/runs/a", "run")
     chart = page.locator("figure.chart", has=page.locator("figcaption", has_text=re.compile("^format")))
     bars = chart.locator("rect.bar")
     expect(bars).to_have_count(len(stored))
@@ -680,7 +597,7 @@ def test_the_static_export_draws_inline_images_too(page: object, vision_dir: Pat
 
     bundle = export_static(vision_dir, tmp_path / "bundle").parent
     rollout = _vision_rollout(vision_dir, "What colour is it?")
-    _open(page, (bundle / "runs" / "vision" / "rollouts" / f"{file_name(rollout)}.html").as_uri(), "rollout")
+    open_view(page, (bundle / "runs" / "vision" / "rollouts" / f"{file_name(rollout)}.html").as_uri(), "rollout")
     shown = page.locator("main img.content-image")
     expect(shown).to_have_count(2)  # the prompt's image and the zoom tool's
     page.wait_for_function("() => [...document.querySelectorAll('img.content-image')].every((i) => i.complete)")
@@ -695,13 +612,13 @@ def test_the_static_export_filters_a_training_runs_rollouts_by_step_as_the_serve
     from benchmax.inspector import export_static
 
     write_training_run(tmp_path / "runs" / "train")
-    served = _Server(tmp_path / "runs")
+    served = InspectorServer(tmp_path / "runs")
     try:
         bundle = export_static(tmp_path / "runs", tmp_path / "bundle").parent
         static_page = (bundle / "runs" / "train" / "index.html").as_uri()
         for step in ("0", "1", "2"):
-            live = _ids(page, f"{served.base}/runs/train?tab=rollouts&step={step}")
-            exported = _ids(page, f"{static_page}?tab=rollouts&step={step}")
+            live = table_ids(page, f"{served.base}/runs/train?tab=rollouts&step={step}")
+            exported = table_ids(page, f"{static_page}?tab=rollouts&step={step}")
             assert live and exported == live, step
             assert all(rollout_id.startswith(f"step{step}/") for rollout_id in live), live
         assert not page.errors  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_inspector_browser import _open, _Server, browser, page  # noqa: F401 (the browser fixtures)
+from browser_kit import InspectorServer, open_view
 
 import benchmax
 from benchmax.client import CacheSettings
@@ -69,30 +69,30 @@ def priced_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def priced_server(priced_runs: Path) -> Iterator[_Server]:
-    running = _Server(priced_runs)
+def priced_server(priced_runs: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(priced_runs)
     yield running
     running.stop()
 
 
-def test_the_run_page_shows_the_runs_cost_with_the_judge_apart(page, priced_server) -> None:  # noqa: F811
-    _open(page, priced_server.base + "/runs/first", "run")
+def test_the_run_page_shows_the_runs_cost_with_the_judge_apart(page, priced_server) -> None:
+    open_view(page, priced_server.base + "/runs/first", "run")
     card = page.locator(".stat", has_text="cost")
     assert card.locator(".value").inner_text() == "$0.006248"
     assert card.locator(".sub").inner_text() == "judge $0.0022 · 2 calls · policy $0.004048 · 4 calls"
     assert not page.errors
 
 
-def test_a_replayed_run_shows_it_cost_nothing_and_came_from_the_cache(page, priced_server) -> None:  # noqa: F811
-    _open(page, priced_server.base + "/runs/replay", "run")
+def test_a_replayed_run_shows_it_cost_nothing_and_came_from_the_cache(page, priced_server) -> None:
+    open_view(page, priced_server.base + "/runs/replay", "run")
     card = page.locator(".stat", has_text="cost")
     assert card.locator(".value").inner_text() == "$0"
     assert card.locator(".sub").inner_text() == "judge $0 · 0 calls · policy $0 · 0 calls · 6 from the cache"
 
 
-def test_the_rollout_page_shows_what_its_calls_cost_per_role_and_model(page, priced_server) -> None:  # noqa: F811
+def test_the_rollout_page_shows_what_its_calls_cost_per_role_and_model(page, priced_server) -> None:
     rollout = page.context.request.get(f"{priced_server.base}/api/runs/first/rollouts?limit=1").json()
     rollout_id = rollout["rows"][0]["rollout_id"]
-    _open(page, f"{priced_server.base}/runs/first/rollouts/{quote(rollout_id, safe='')}", "rollout")
+    open_view(page, f"{priced_server.base}/runs/first/rollouts/{quote(rollout_id, safe='')}", "rollout")
     line = page.locator("p.cost").inner_text()
     assert line == "cost $0.003124 · policy scripted: 2 calls, $0.002024 · judge judge: 1 call, $0.0011"

@@ -16,8 +16,8 @@ from urllib.parse import quote, unquote
 
 import playwright.sync_api as playwright_api
 import pytest
+from browser_kit import InspectorServer, open_view, table_answers
 from inspector_runs import InspectEnv
-from test_inspector_browser import CHROMIUM, CHROMIUM_ARGS, _open, _Server, _table_answers
 
 import benchmax
 from benchmax.testing import ScriptedServer
@@ -55,18 +55,10 @@ def readable_dir(runs_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 
 @pytest.fixture(scope="module")
-def server(readable_dir: Path) -> Iterator[_Server]:
-    running = _Server(readable_dir)
+def server(readable_dir: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(readable_dir)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(params=WIDTHS, ids=lambda width: f"{width}px")
@@ -123,9 +115,11 @@ _LINE_BREAKS = """(el) => {
 }"""
 
 
-def test_the_run_page_shows_short_ids_linked_to_full_ones_with_the_answer_in_view(page: Any, server: _Server) -> None:
-    _open(page, server.base + "/runs/a", "run")
-    _table_answers(page)
+def test_the_run_page_shows_short_ids_linked_to_full_ones_with_the_answer_in_view(
+    page: Any, server: InspectorServer
+) -> None:
+    open_view(page, server.base + "/runs/a", "run")
+    table_answers(page)
     page.wait_for_selector("text=latency per rollout")
     table = page.locator(".tab-area table.grid")
     assert not HEX64.search(table.inner_text())
@@ -145,21 +139,21 @@ def test_the_run_page_shows_short_ids_linked_to_full_ones_with_the_answer_in_vie
     assert page.evaluate(_OVERLAPS) == []
     _shot(page, "inspector-run")
     for tab in ("groups", "examples"):
-        _open(page, f"{server.base}/runs/a?tab={tab}", "run")
-        _table_answers(page, tab=tab)
+        open_view(page, f"{server.base}/runs/a?tab={tab}", "run")
+        table_answers(page, tab=tab)
         assert not HEX64.search(page.locator(".tab-area table.grid").inner_text()), tab
     assert not page.errors
 
 
 def test_group_page_short_ids_no_empty_answer_heading_and_group_logs_without_a_turn(
-    page: Any, server: _Server
+    page: Any, server: InspectorServer
 ) -> None:
     from benchmax.store import RunQueries
 
     with RunQueries(server_root(server) / "ranked") as run:
         failed = run.rollouts(sort="seq", limit=50).rows
     group_id = next(row["group_id"] for row in failed if row["termination_reason"] == "model_error")
-    _open(page, f"{server.base}/runs/ranked/groups/{quote(group_id, safe='')}", "group")
+    open_view(page, f"{server.base}/runs/ranked/groups/{quote(group_id, safe='')}", "group")
     assert not HEX64.search(page.locator("section.head").inner_text())
     assert page.locator("section.head .id").get_attribute("title") == group_id
     # the failed siblings answered nothing: no "final answer" heading over an empty box
@@ -171,7 +165,7 @@ def test_group_page_short_ids_no_empty_answer_heading_and_group_logs_without_a_t
             assert sibling.locator("pre.text").first.inner_text().strip()
     assert siblings.locator(".label", has_text="final answer").count() == 0
     answered = group_id.replace(failed_example(failed), ok_example(failed))
-    _open(page, f"{server.base}/runs/ranked/groups/{quote(answered, safe='')}", "group")
+    open_view(page, f"{server.base}/runs/ranked/groups/{quote(answered, safe='')}", "group")
     logs = page.locator("section.card", has_text="group logs")
     assert "ranking 3 siblings" in logs.inner_text()
     assert "turn" not in logs.locator(".log-head").first.inner_text()
@@ -180,14 +174,14 @@ def test_group_page_short_ids_no_empty_answer_heading_and_group_logs_without_a_t
     assert not page.errors
 
 
-def test_env_names_wrap_between_parts_and_compare_marks_a_new_component(page: Any, server: _Server) -> None:
-    _open(page, server.base + "/", "runs")
+def test_env_names_wrap_between_parts_and_compare_marks_a_new_component(page: Any, server: InspectorServer) -> None:
+    open_view(page, server.base + "/", "runs")
     names = page.locator("table.grid span.env")
     assert names.count() >= 2
     for index in range(names.count()):
         breaks = page.evaluate(_LINE_BREAKS, names.nth(index).element_handle())
         assert all(char in "./:\\" for char in breaks), (names.nth(index).inner_text(), breaks)
-    _open(page, f"{server.base}/compare?a=a&b=ranked", "compare")
+    open_view(page, f"{server.base}/compare?a=a&b=ranked", "compare")
     component = page.locator("table.grid").first
     rank = component.locator("tr", has_text="rank")
     assert "new" in rank.locator("td").last.inner_text()
@@ -197,7 +191,7 @@ def test_env_names_wrap_between_parts_and_compare_marks_a_new_component(page: An
     assert not page.errors
 
 
-def server_root(server: _Server) -> Path:
+def server_root(server: InspectorServer) -> Path:
     return Path(server.server.config.app.state.catalog.root)
 
 
@@ -215,9 +209,9 @@ def test_training_steps_are_numbered_as_the_terminal_numbers_them_and_lines_are_
     from inspector_runs import write_training_run
 
     write_training_run(tmp_path / "train")
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     try:
-        _open(page, f"{served.base}/runs/train", "run")
+        open_view(page, f"{served.base}/runs/train", "run")
         rows = page.locator("table.grid tbody tr")
         playwright_api.expect(rows).to_have_count(3)
         # the terminal prints "step 1/3".."step 3/3"; each links to the rollouts it trained on (stored 0..2)
@@ -235,14 +229,14 @@ def test_training_steps_are_numbered_as_the_terminal_numbers_them_and_lines_are_
         served.stop()
 
 
-def test_tab_labels_stay_whole_words_on_one_line(page: Any, server: _Server, tmp_path: Path) -> None:
+def test_tab_labels_stay_whole_words_on_one_line(page: Any, server: InspectorServer, tmp_path: Path) -> None:
     from inspector_runs import write_training_run
 
     write_training_run(tmp_path / "train")  # a training run has the most tabs
-    served = _Server(tmp_path)
+    served = InspectorServer(tmp_path)
     try:
         for base, run in ((server.base, "a"), (served.base, "train")):
-            _open(page, f"{base}/runs/{run}", "run")
+            open_view(page, f"{base}/runs/{run}", "run")
             page.wait_for_selector(".tabs button")
             tabs = page.locator(".tabs button")
             assert tabs.count() >= 3

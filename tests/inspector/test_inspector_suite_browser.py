@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import httpx
 import playwright.sync_api as playwright_api
 import pytest
-from test_inspector_browser import CHROMIUM, CHROMIUM_ARGS, _fits, _open, _Server, _table_answers
+from browser_kit import InspectorServer, fits, open_view, table_answers, table_ids
 
 from benchmax.envs import SamplingParams
 from benchmax.runner import RunConfig, arun
@@ -73,18 +74,10 @@ def suite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(suite_dir: Path) -> Iterator[_Server]:
-    running = _Server(suite_dir)
+def server(suite_dir: Path) -> Iterator[InspectorServer]:
+    running = InspectorServer(suite_dir)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 def _page(browser: Any, width: int) -> Iterator[Any]:
@@ -122,8 +115,8 @@ def _column(page: Any, label: str) -> list[str]:
     return [cells[index] for cells in _cells(table)]
 
 
-def test_the_suite_table_shows_each_envs_figures_and_sorts(page: Any, server: _Server) -> None:
-    _open(page, f"{server.base}/runs/a", "run")
+def test_the_suite_table_shows_each_envs_figures_and_sorts(page: Any, server: InspectorServer) -> None:
+    open_view(page, f"{server.base}/runs/a", "run")
     suite = page.locator(".suite table.grid")
     expect(page.locator(".suite h2")).to_have_text("Per env")
     assert _heads(suite) == ["env", "rollouts", "failed", "pass rate", "exact", "format", "tests_passed"]
@@ -154,60 +147,60 @@ def test_the_suite_table_shows_each_envs_figures_and_sorts(page: Any, server: _S
     assert not page.errors
 
 
-def test_the_env_filter_narrows_the_rollouts_combines_and_stays_in_the_url(page: Any, server: _Server) -> None:
-    _open(page, f"{server.base}/runs/a", "run")
-    _table_answers(page)
+def test_the_env_filter_narrows_the_rollouts_combines_and_stays_in_the_url(page: Any, server: InspectorServer) -> None:
+    open_view(page, f"{server.base}/runs/a", "run")
+    table_answers(page)
     assert sorted(set(_column(page, "env"))) == ["code", "math"] and len(_column(page, "env")) == 8
 
     page.select_option("select[name=env]", "code")
-    _table_answers(page, env="code")
+    table_answers(page, env="code")
     assert _column(page, "env") == ["code"] * 4
     page.select_option("select[name=reason]", "model_error")
-    _table_answers(page, env="code", reason="model_error")
+    table_answers(page, env="code", reason="model_error")
     assert _column(page, "env") == ["code"] * 2
 
     page.reload()  # the URL alone brings the filtered view back
     page.wait_for_selector("body[data-ready=run]")
-    _table_answers(page, env="code", reason="model_error")
+    table_answers(page, env="code", reason="model_error")
     assert page.locator("select[name=env]").input_value() == "code"
     assert _column(page, "env") == ["code"] * 2
     assert page.locator(".suite tr.current-env td").first.inner_text() == "code"
 
     page.locator(".suite a.env-link", has_text="math").click()  # a suite row filters the table to its env
-    _table_answers(page, env="math", reason="model_error")
+    table_answers(page, env="math", reason="model_error")
     page.select_option("select[name=reason]", "")
-    _table_answers(page, env="math", reason="")
+    table_answers(page, env="math", reason="")
     assert _column(page, "env") == ["math"] * 4
     assert page.locator(".suite tr.current-env td").first.inner_text() == "math"
     page.get_by_role("button", name="clear filters").click()
-    _table_answers(page, env="")
+    table_answers(page, env="")
     assert len(_column(page, "env")) == 8
     assert page.locator(".suite tr.current-env").count() == 0
 
     page.get_by_role("tab", name="Groups").click()  # from another tab, a suite row opens the rollouts
     page.locator(".suite a.env-link", has_text="code").click()
-    _table_answers(page, tab="rollouts", env="code")
+    table_answers(page, tab="rollouts", env="code")
     assert _column(page, "env") == ["code"] * 4
     assert not page.errors
 
 
-def test_rollout_and_group_pages_name_the_env(page: Any, server: _Server) -> None:
+def test_rollout_and_group_pages_name_the_env(page: Any, server: InspectorServer) -> None:
     rows = httpx.get(f"{server.base}/api/runs/a/rollouts", params={"env": "code", "limit": 1}).json()["rows"]
     rollout = rows[0]
-    _open(page, f"{server.base}/runs/a/rollouts/{quote(rollout['rollout_id'], safe='')}", "rollout")
+    open_view(page, f"{server.base}/runs/a/rollouts/{quote(rollout['rollout_id'], safe='')}", "rollout")
     line = page.locator(".head p.muted")
     assert line.inner_text().startswith("env code · example ")
-    _open(page, f"{server.base}/runs/a/groups/{quote(rollout['group_id'], safe='')}", "group")
+    open_view(page, f"{server.base}/runs/a/groups/{quote(rollout['group_id'], safe='')}", "group")
     assert page.locator(".head p.muted").inner_text().startswith("env code · example ")
     page.locator(".head a.env-link").click()
     page.wait_for_selector("body[data-ready=run]")
-    _table_answers(page, env="code")
+    table_answers(page, env="code")
     assert _column(page, "env") == ["code"] * 4
     assert not page.errors
 
 
-def test_compare_shows_each_env_a_beside_b(page: Any, server: _Server) -> None:
-    _open(page, f"{server.base}/compare?a=a&b=b", "compare")
+def test_compare_shows_each_env_a_beside_b(page: Any, server: InspectorServer) -> None:
+    open_view(page, f"{server.base}/compare?a=a&b=b", "compare")
     expect(page.locator("h2", has_text="Per env")).to_have_count(1)
     assert page.locator("h2", has_text="Per component").count() == 0  # run-wide means would mix envs
     table = page.locator(".compare-suite table.grid")
@@ -227,78 +220,172 @@ def test_compare_shows_each_env_a_beside_b(page: Any, server: _Server) -> None:
     assert not page.errors
 
 
-def test_a_run_of_one_env_looks_as_before(page: Any, server: _Server) -> None:
-    _open(page, f"{server.base}/runs/one", "run")
-    _table_answers(page)
+def test_a_run_of_one_env_looks_as_before(page: Any, server: InspectorServer) -> None:
+    open_view(page, f"{server.base}/runs/one", "run")
+    table_answers(page)
     assert page.locator(".suite").is_hidden() and page.locator(".suite table").count() == 0
     assert page.locator("select[name=env]").count() == 0
     assert "env" not in _heads(page.locator(".tab-area table.grid"))
     rollout = httpx.get(f"{server.base}/api/runs/one/rollouts", params={"limit": 1}).json()["rows"][0]
-    _open(page, f"{server.base}/runs/one/rollouts/{quote(rollout['rollout_id'], safe='')}", "rollout")
+    open_view(page, f"{server.base}/runs/one/rollouts/{quote(rollout['rollout_id'], safe='')}", "rollout")
     assert page.locator(".head p.muted").inner_text().startswith("example ")
-    _open(page, f"{server.base}/runs/one/groups/{quote(rollout['group_id'], safe='')}", "group")
+    open_view(page, f"{server.base}/runs/one/groups/{quote(rollout['group_id'], safe='')}", "group")
     assert page.locator(".head p.muted").inner_text().startswith("example ")
-    _open(page, f"{server.base}/compare?a=one&b=one", "compare")
+    open_view(page, f"{server.base}/compare?a=one&b=one", "compare")
     expect(page.locator("h2", has_text="Per component")).to_have_count(1)
     assert page.locator("h2", has_text="Per env").count() == 0
     assert not page.errors
 
 
-def test_an_env_named_with_markup_stays_text(page: Any, server: _Server) -> None:
+def test_an_env_named_with_markup_stays_text(page: Any, server: InspectorServer) -> None:
     rollout = httpx.get(f"{server.base}/api/runs/hostile/rollouts", params={"env": HOSTILE}).json()["rows"][0]
-    _open(page, f"{server.base}/runs/hostile", "run")
-    _table_answers(page)
+    open_view(page, f"{server.base}/runs/hostile", "run")
+    table_answers(page)
     assert HOSTILE in [cells[0] for cells in _cells(page.locator(".suite table.grid"))]
     assert HOSTILE in _column(page, "env")
     assert any(HOSTILE in text for text in page.locator("select[name=env] option").all_inner_texts())
     page.select_option("select[name=env]", HOSTILE)
-    _table_answers(page, env=HOSTILE)
+    table_answers(page, env=HOSTILE)
     assert _column(page, "env") == [HOSTILE] * 2
     for url, view in (
         (f"{server.base}/runs/hostile/rollouts/{quote(rollout['rollout_id'], safe='')}", "rollout"),
         (f"{server.base}/runs/hostile/groups/{quote(rollout['group_id'], safe='')}", "group"),
         (f"{server.base}/compare?a=hostile&b=a", "compare"),
     ):
-        _open(page, url, view)
+        open_view(page, url, view)
         assert HOSTILE in page.locator("main").inner_text(), url
     assert page.evaluate("window.__xss") is None
     assert page.locator("main script").count() == 0 and page.locator("img[src=x]").count() == 0
     assert not page.errors
 
 
-def test_the_suite_table_scrolls_on_a_390_pixel_phone(phone: Any, server: _Server) -> None:
-    _open(phone, f"{server.base}/runs/a", "run")
-    _table_answers(phone)
+def test_the_suite_table_scrolls_on_a_390_pixel_phone(phone: Any, server: InspectorServer) -> None:
+    open_view(phone, f"{server.base}/runs/a", "run")
+    table_answers(phone)
     holder = phone.locator(".suite .suite-table")
     expect(holder).to_be_visible()
     scroll, client = holder.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
     assert scroll > client, "the suite table is wider than a phone: its holder scrolls it"
     assert holder.evaluate("(el) => getComputedStyle(el).overflowX") == "auto"
-    _fits(phone, 390)  # the page itself never scrolls sideways
-    _open(phone, f"{server.base}/compare?a=a&b=b", "compare")
-    _fits(phone, 390)
+    fits(phone, 390)  # the page itself never scrolls sideways
+    open_view(phone, f"{server.base}/compare?a=a&b=b", "compare")
+    fits(phone, 390)
     assert not phone.errors
 
 
-def test_the_static_export_filters_by_env_as_the_server_does(page: Any, server: _Server, suite_dir: Path,
+def test_the_static_export_filters_by_env_as_the_server_does(page: Any, server: InspectorServer, suite_dir: Path,
                                                              tmp_path: Path) -> None:  # fmt: skip
     from benchmax.inspector import export_static
 
     bundle = export_static(suite_dir, tmp_path / "bundle").parent
-    _open(page, (bundle / "runs" / "a" / "index.html").as_uri() + "?env=code", "run")
+    open_view(page, (bundle / "runs" / "a" / "index.html").as_uri() + "?env=code", "run")
     expect(page.locator(".tab-area table.grid tbody tr")).to_have_count(4)
     assert _column(page, "env") == ["code"] * 4
     assert [cells[0] for cells in _cells(page.locator(".suite table.grid"))] == ["code", "math"]
     assert not page.errors
 
 
-def test_screenshot_of_a_run_of_two_envs(page: Any, server: _Server) -> None:
+def test_screenshot_of_a_run_of_two_envs(page: Any, server: InspectorServer) -> None:
     """docs/inspector-suite.png, when BENCHMAX_INSPECTOR_SCREENSHOTS names docs/."""
-    _open(page, f"{server.base}/runs/a?env=code", "run")
-    _table_answers(page, env="code")
+    open_view(page, f"{server.base}/runs/a?env=code", "run")
+    table_answers(page, env="code")
     page.wait_for_selector("text=latency per rollout")
     expect(page.locator(".suite table.grid tbody tr")).to_have_count(2)
     folder = os.environ.get("BENCHMAX_INSPECTOR_SCREENSHOTS")
     if folder:
         page.screenshot(path=str(Path(folder) / "inspector-suite.png"), full_page=True)
+    assert not page.errors
+
+
+# -- the env of each row on the examples and groups tabs, and sorting every table by env ------------
+
+
+def _sort_by_env(page: Any, **params: str) -> None:
+    """Click the table's env header; wait for the table drawn for the URL ``params`` describe."""
+    page.locator(".tab-area thead th").filter(has_text=re.compile(r"^env")).click()
+    table_answers(page, **params)
+
+
+@pytest.mark.parametrize("tab", ["examples", "groups", "rollouts"])
+def test_every_table_of_a_mixture_shows_each_rows_env_and_sorts_by_it(page: Any, server: InspectorServer,
+                                                                       tab: str) -> None:  # fmt: skip
+    count = 8 if tab == "rollouts" else 4  # two examples of each env, two rollouts each
+    open_view(page, f"{server.base}/runs/a?tab={tab}", "run")
+    table_answers(page, tab=tab)
+    envs = _column(page, "env")
+    assert sorted(envs) == ["code"] * (count // 2) + ["math"] * (count // 2)
+    if tab != "rollouts":  # (rollouts are in the order they were written: either env may be first)
+        assert envs != sorted(envs), "the table starts in dataset order (math's examples first)"
+    heads = _heads(page.locator(".tab-area table.grid"))
+    assert heads.index("env") == heads.index("example" if tab != "rollouts" else "rollout") + 1
+
+    _sort_by_env(page, tab=tab, sort="env", desc="0")
+    assert _column(page, "env") == ["code"] * (count // 2) + ["math"] * (count // 2)
+    assert page.locator(".tab-area th.active").inner_text().strip().lower() == "env ▲"
+    _sort_by_env(page, tab=tab, sort="env", desc="1")
+    assert _column(page, "env") == ["math"] * (count // 2) + ["code"] * (count // 2)
+    page.reload()  # the URL alone brings the sorted table back
+    page.wait_for_selector("body[data-ready=run]")
+    table_answers(page, tab=tab, sort="env", desc="1")
+    assert _column(page, "env") == ["math"] * (count // 2) + ["code"] * (count // 2)
+
+    page.select_option("select[name=env]", "code")  # the env filter, on this tab too
+    table_answers(page, tab=tab, sort="env", env="code")
+    assert _column(page, "env") == ["code"] * (count // 2)
+    assert page.locator(".suite tr.current-env td").first.inner_text() == "code"
+    assert not page.errors
+
+
+def test_the_static_export_sorts_and_filters_every_table_by_env_as_the_server_does(
+    page: Any, server: InspectorServer, suite_dir: Path, tmp_path: Path
+) -> None:
+    from benchmax.inspector import export_static
+
+    bundle = export_static(suite_dir, tmp_path / "bundle").parent
+    static_page = (bundle / "runs" / "a" / "index.html").as_uri()
+    queries = [
+        {"tab": tab, **extra}
+        for tab in ("rollouts", "examples", "groups")
+        for extra in ({"sort": "env"}, {"sort": "env", "desc": "1"}, {"env": "math"}, {"env": "code", "sort": "env"})
+    ]
+    key = {"rollouts": "rollout_id", "examples": "example_id", "groups": "group_id"}
+    for query in queries:
+        search = "&".join(f"{name}={quote(value, safe='')}" for name, value in query.items())
+        served = table_ids(page, f"{server.base}/runs/a?{search}")
+        exported = table_ids(page, f"{static_page}?{search}")
+        params = {name: value for name, value in query.items() if name != "tab"}
+        rows = httpx.get(f"{server.base}/api/runs/a/{query['tab']}", params=params).json()["rows"]
+        assert exported == served == [row[key[query["tab"]]] for row in rows], query
+        envs = [row["env"] for row in rows]
+        assert envs == sorted(envs, reverse=query.get("desc") == "1"), query
+        assert set(envs) == ({query["env"]} if "env" in query else {"code", "math"}), query
+    assert not page.errors
+
+
+@pytest.mark.parametrize("tab", ["examples", "groups"])
+def test_an_env_named_with_markup_stays_text_on_the_examples_and_groups_tabs(page: Any, server: InspectorServer,
+                                                                             tab: str) -> None:  # fmt: skip
+    open_view(page, f"{server.base}/runs/hostile?tab={tab}", "run")
+    table_answers(page, tab=tab)
+    assert sorted(_column(page, "env")) == sorted([HOSTILE, "math"])
+    _sort_by_env(page, tab=tab, sort="env", desc="0")
+    assert _column(page, "env") == [HOSTILE, "math"]  # "<" sorts before "m"
+    page.select_option("select[name=env]", HOSTILE)
+    table_answers(page, tab=tab, sort="env", env=HOSTILE)
+    assert _column(page, "env") == [HOSTILE]
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("main script").count() == 0 and page.locator("img[src=x]").count() == 0
+    assert not page.errors
+
+
+@pytest.mark.parametrize("tab", ["examples", "groups"])
+def test_a_run_of_one_env_has_no_env_column_or_filter_on_the_examples_and_groups_tabs(
+    page: Any, server: InspectorServer, tab: str
+) -> None:
+    open_view(page, f"{server.base}/runs/one?tab={tab}", "run")
+    table_answers(page, tab=tab)
+    heads = _heads(page.locator(".tab-area table.grid"))
+    assert "prompt" in heads and "env" not in heads
+    assert page.locator("select[name=env]").count() == 0
+    assert page.locator(".tab-area table.grid tbody tr").count() == 2
     assert not page.errors

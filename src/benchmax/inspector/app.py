@@ -125,7 +125,10 @@ class _Api:
         return JSONResponse(record, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
 
     def examples(self, request: Request) -> JSONResponse:
-        page = self._run(request).examples(**_paging(request, "idx"), text=request.query_params.get("q") or None)
+        params = request.query_params
+        page = self._run(request).examples(
+            **_paging(request, "idx"), text=params.get("q") or None, env=params.get("env") or None
+        )
         return JSONResponse(page.to_dict())
 
     def groups(self, request: Request) -> JSONResponse:
@@ -134,6 +137,7 @@ class _Api:
             **_paging(request, "order"),
             no_signal={"1": True, "0": False}.get(params.get("no_signal") or ""),
             example_id=params.get("example") or None,
+            env=params.get("env") or None,
         )
         return JSONResponse(page.to_dict())
 

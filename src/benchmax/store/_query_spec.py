@@ -84,7 +84,7 @@ QUERY_SPEC: dict[str, Any] = {
     "rollouts": {
         "default_sort": "seq",
         "tiebreak": "seq",
-        "sorts": {name: [name] for name in _ROLLOUT_SORTS},
+        "sorts": {**{name: [name] for name in _ROLLOUT_SORTS}, "env": ["env"]},
         "component_sort": "c:",
         "filters": [
             {"param": "reason", "op": "in", "field": "termination_reason"},
@@ -114,8 +114,12 @@ QUERY_SPEC: dict[str, Any] = {
             "mean_reward": ["mean_reward"],
             "groups": ["groups"],
             "failed": ["failed"],
+            "env": ["env", "idx"],
         },
-        "filters": [{"param": "q", "op": "contains", "fields": ["example_id"]}],
+        "filters": [
+            {"param": "q", "op": "contains", "fields": ["example_id"]},
+            {"param": "env", "op": "eq", "field": "env"},
+        ],
     },
     "groups": {
         "default_sort": "order",
@@ -131,15 +135,25 @@ QUERY_SPEC: dict[str, Any] = {
             "low": ["low"],
             "high": ["high"],
             "failed": ["failed"],
+            "env": ["env", "example_idx", "step", "group_id"],
         },
         "filters": [
             {"param": "no_signal", "op": "flag", "field": "no_signal", "true_means": True},
             {"param": "example", "op": "eq", "field": "example_id"},
+            {"param": "env", "op": "eq", "field": "env"},
         ],
     },
 }
 
-_ROLLOUT_SQL = {name: f"r.{name}" for name in QUERY_SPEC["rollouts"]["sorts"]}
+
+def _env_of(table: str) -> str:
+    """The env of a row of ``table`` (an alias with an ``example_id`` column): its example's, ``NULL``
+    in a run of one env. Sorts put ``NULL`` last (:data:`_NULLABLE`); filters compare it with the
+    run's own env in its place, as :meth:`QueryBase._label_envs` names the rows."""
+    return f"(SELECT e.env FROM examples AS e WHERE e.example_id = {table}.example_id)"
+
+
+_ROLLOUT_SQL = {name: f"r.{name}" for name in _ROLLOUT_SORTS} | {"env": _env_of("r")}
 _EXAMPLE_SQL = {
     "idx": "f.idx",
     "example_id": "f.example_id",
@@ -149,7 +163,10 @@ _EXAMPLE_SQL = {
     "mean_reward": "f.reward_sum / f.rollouts",
     "groups": "f.groups",
     "failed": "f.failed",
+    "env": _env_of("f"),
 }
+_EXAMPLE_TABLE_SQL = {"idx": "idx", "example_id": "example_id", "env": "env"}
+"""The sorts the ``examples`` table answers alone (so examples without rollouts yet are listed too)."""
 _GROUP_SQL = {
     "example_idx": "example_idx",
     "step": "step",
@@ -162,8 +179,9 @@ _GROUP_SQL = {
     "low": "low",
     "high": "high",
     "failed": "failed",
+    "env": _env_of("groups"),
 }
-_NULLABLE = {"r.reward", "low", "high"}
+_NULLABLE = {"r.reward", "low", "high", "env", _ROLLOUT_SQL["env"], _EXAMPLE_SQL["env"], _GROUP_SQL["env"]}
 
 
 def _number(value: Any, name: str) -> float | None:

@@ -15,6 +15,7 @@ from benchmax.store._query_base import QueryBase
 from benchmax.store._query_rows import _ROW_COLUMNS, SNIPPET_CHARS, _group_row, _rollout_row
 from benchmax.store._query_spec import (
     _EXAMPLE_SQL,
+    _EXAMPLE_TABLE_SQL,
     _GROUP_SQL,
     _NULLABLE,
     _ROLLOUT_SQL,
@@ -159,8 +160,9 @@ class TableQueries(QueryBase):
                 clauses.append(clause)
                 params.extend(values)
         if flt.env is not None:
-            clauses.append("COALESCE((SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id), ?) = ?")
-            params.extend((self._env_label(), flt.env))
+            clause, values = self._env_clause(_ROLLOUT_SQL["env"], flt.env)
+            clauses.append(clause)
+            params.extend(values)
         if flt.step is not None:
             clauses.append("r.step = ?")
             params.append(flt.step)
@@ -182,6 +184,10 @@ class TableQueries(QueryBase):
             params.extend(values)
         source = "rollouts AS r, rewards AS c" if flt.component else "rollouts AS r"
         return source, ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+    def _env_clause(self, column: str, env: str) -> tuple[str, list[Any]]:
+        """Rows of ``env``: an example that names no env is of the run's own (a run of one env)."""
+        return f"COALESCE({column}, ?) = ?", [self._env_label(), env]
 
     def _seq_ranges(self, column: str, value: str) -> tuple[str, list[Any]]:
         """Rollouts of a group or example, by the ``seq`` ranges of their groups."""
@@ -233,48 +239,50 @@ class TableQueries(QueryBase):
         offset: int = 0,
         limit: int = 50,
         text: str | None = None,
+        env: str | None = None,
     ) -> Page:
-        """Pass rate and mean reward per example, with a preview of its prompt.
+        """Pass rate and mean reward per example, with a preview of its prompt; ``env`` keeps
+        one env's examples (a mixture's member; a run of one env names its own).
 
         Figures come from the per-example figures the writer keeps; in dataset
-        order (the default) the page is picked from the examples table, so examples
-        without rollouts yet are listed too.
+        order (the default), by id or by env the page is picked from the examples table,
+        so examples without rollouts yet are listed too.
         """
         offset, limit = _bounds(offset, limit)
-        key = ("examples", sort, descending, offset, limit, text)
-        return self._page(key, lambda: self._examples(sort, descending, offset, limit, text))
+        key = ("examples", sort, descending, offset, limit, text, env)
+        return self._page(key, lambda: self._examples(sort, descending, offset, limit, text, env))
 
-    def _examples(self, sort: str, descending: bool, offset: int, limit: int, text: str | None) -> Page:
+    def _examples(
+        self, sort: str, descending: bool, offset: int, limit: int, text: str | None, env: str | None
+    ) -> Page:
         direction = "DESC" if descending else "ASC"
-        where, flt, params = "", "", []
-        if text:
-            where, flt, params = (
-                "WHERE example_id LIKE ? ESCAPE '\\'",
-                "WHERE f.example_id LIKE ? ESCAPE '\\'",
-                [_like(text)],
-            )
         with _figures.snapshot(self._conn()):
-            if sort in ("idx", "example_id") and self._scalar("SELECT COUNT(*) FROM (SELECT 1 FROM examples LIMIT 1)"):
-                total = self._scalar(f"SELECT COUNT(*) FROM examples {where}", params) or 0
-                ids = [
-                    row[0]
-                    for row in self._all(
-                        f"SELECT example_id FROM examples {where} ORDER BY {sort} {direction}, example_id {direction}"
-                        " LIMIT ? OFFSET ?",
-                        [*params, limit, offset],
-                    )
-                ]
+            sorts = QUERY_SPEC["examples"]["sorts"]
+            order = sorts.get(sort, sorts["idx"])
+            if sort in _EXAMPLE_TABLE_SQL and self._scalar("SELECT COUNT(*) FROM (SELECT 1 FROM examples LIMIT 1)"):
+                source, columns = "examples", _EXAMPLE_TABLE_SQL
             else:
-                order = _EXAMPLE_SQL.get(sort, "f.idx")
-                total = self._scalar(f"SELECT COUNT(*) FROM example_figures AS f {flt}", params) or 0
-                ids = [
-                    row[0]
-                    for row in self._all(
-                        f"SELECT f.example_id FROM example_figures AS f {flt}"
-                        f" ORDER BY {order} {direction}, f.example_id {direction} LIMIT ? OFFSET ?",
-                        [*params, limit, offset],
-                    )
-                ]
+                source, columns = "example_figures AS f", _EXAMPLE_SQL
+            clauses: list[str] = []
+            params: list[Any] = []
+            if text:
+                clauses.append(f"{columns['example_id']} LIKE ? ESCAPE '\\'")
+                params.append(_like(text))
+            if env is not None:
+                clause, values = self._env_clause(columns["env"], env)
+                clauses.append(clause)
+                params.extend(values)
+            where = "WHERE " + " AND ".join(clauses) if clauses else ""
+            total = self._scalar(f"SELECT COUNT(*) FROM {source} {where}", params) or 0
+            ids = [
+                row[0]
+                for row in self._all(
+                    f"SELECT {columns['example_id']} FROM {source} {where}"
+                    f" ORDER BY {_order(columns, order, direction)}, {columns['example_id']} {direction}"
+                    " LIMIT ? OFFSET ?",
+                    [*params, limit, offset],
+                )
+            ]
             return Page(self._example_rows(ids), total, offset, limit)
 
     def _example_rows(self, example_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -289,7 +297,12 @@ class TableQueries(QueryBase):
                 example_ids,
             )
         }
-        index = dict(self._all(f"SELECT example_id, idx FROM examples WHERE example_id IN ({marks})", example_ids))
+        stored = {
+            row[0]: row[1:]
+            for row in self._all(
+                f"SELECT example_id, idx, env FROM examples WHERE example_id IN ({marks})", example_ids
+            )
+        }
         prompts = self._prompts(example_ids)
         records = []
         for example_id in example_ids:
@@ -299,7 +312,8 @@ class TableQueries(QueryBase):
             records.append(
                 {
                     "example_id": example_id,
-                    "idx": index.get(example_id, idx),
+                    "idx": stored[example_id][0] if example_id in stored else idx,
+                    "env": stored[example_id][1] if example_id in stored else None,
                     "rollouts": count,
                     "passed": passed,
                     "pass_rate": passed / count if count else None,
@@ -309,6 +323,7 @@ class TableQueries(QueryBase):
                     "prompt": prompts.get(example_id, ""),
                 }
             )
+        self._label_envs(records)
         self._add_short_ids(records)
         return records
 
@@ -321,15 +336,23 @@ class TableQueries(QueryBase):
         limit: int = 50,
         no_signal: bool | None = None,
         example_id: str | None = None,
+        env: str | None = None,
     ) -> Page:
         """Groups with their reward spread; ``no_signal`` keeps those whose siblings all tie
-        (``False``: those that do not)."""
+        (``False``: those that do not); ``env`` keeps one env's groups."""
         offset, limit = _bounds(offset, limit)
-        key = ("groups", sort, descending, offset, limit, no_signal, example_id)
-        return self._page(key, lambda: self._groups(sort, descending, offset, limit, no_signal, example_id))
+        key = ("groups", sort, descending, offset, limit, no_signal, example_id, env)
+        return self._page(key, lambda: self._groups(sort, descending, offset, limit, no_signal, example_id, env))
 
     def _groups(
-        self, sort: str, descending: bool, offset: int, limit: int, no_signal: bool | None, example_id: str | None
+        self,
+        sort: str,
+        descending: bool,
+        offset: int,
+        limit: int,
+        no_signal: bool | None,
+        example_id: str | None,
+        env: str | None,
     ) -> Page:
         direction = "DESC" if descending else "ASC"
         clauses: list[str] = []
@@ -339,24 +362,33 @@ class TableQueries(QueryBase):
             params.append(example_id)
         if no_signal is not None:
             clauses.append("size > 1 AND low = high" if no_signal else "(size <= 1 OR low IS NULL OR low != high)")
+        if env is not None:
+            clause, values = self._env_clause(_GROUP_SQL["env"], env)
+            clauses.append(clause)
+            params.extend(values)
         where = "WHERE " + " AND ".join(clauses) if clauses else ""
         keys = QUERY_SPEC["groups"]["sorts"].get(sort, QUERY_SPEC["groups"]["sorts"]["order"])
-        order = ", ".join(
-            f"{_GROUP_SQL[key]} IS NULL, {_GROUP_SQL[key]} {direction}"
-            if _GROUP_SQL[key] in _NULLABLE
-            else f"{_GROUP_SQL[key]} {direction}"
-            for key in keys
-        )
         with _figures.snapshot(self._conn()):
             total = self._scalar(f"SELECT COUNT(*) FROM groups {where}", params) or 0
             rows = self._all(
-                "SELECT group_id, example_id, example_idx, batch, step, size, reward_sum, reward_sq, low, high, failed"
-                f" FROM groups {where} ORDER BY {order}, group_id {direction} LIMIT ? OFFSET ?",
+                "SELECT group_id, example_id, example_idx, batch, step, size, reward_sum, reward_sq, low, high, failed,"
+                f" {_GROUP_SQL['env']} FROM groups {where} ORDER BY {_order(_GROUP_SQL, keys, direction)},"
+                f" group_id {direction} LIMIT ? OFFSET ?",
                 [*params, limit, offset],
             )
-        records = [_group_row(row) for row in rows]
+        records = [{**_group_row(row[:-1]), "env": row[-1]} for row in rows]
+        self._label_envs(records)
         self._add_short_ids(records)
         prompts = self._prompts([record["example_id"] for record in records])
         for record in records:
             record["prompt"] = prompts.get(record["example_id"], "")
         return Page(records, total, offset, limit)
+
+
+def _order(columns: dict[str, str], keys: list[str], direction: str) -> str:
+    """An ``ORDER BY`` over ``keys`` (mapped to their SQL by ``columns``): missing values last either way."""
+    terms = []
+    for key in keys:
+        column = columns[key]
+        terms.append(f"{column} IS NULL, {column} {direction}" if column in _NULLABLE else f"{column} {direction}")
+    return ", ".join(terms)

@@ -872,6 +872,20 @@
       };
     }
 
+    // A run of several envs: which env's rows a table keeps (an env asked for in the URL is always
+    // offered, so a link to an env the run lacks reads as such); none in a run of one env.
+    function envFilter() {
+      const envs = (overview.suite || []).filter((x) => x.env !== null && x.env !== undefined);
+      if (!severalEnvs(overview.suite) && !state.env) return null;
+      const options = envs.map((x) => ({ value: String(x.env), text: `${x.env} (${plural(x.rollouts, 'rollout')})` }));
+      if (state.env && !options.some((x) => x.value === state.env)) options.push({ value: state.env, text: `${state.env} (none)` });
+      return h('select', { name: 'env', 'aria-label': 'env', onchange: (e) => update({ env: e.target.value, offset: '0' }) },
+        h('option', { value: '', text: 'any env' }), options.map((x) => h('option', { value: x.value, text: x.text, selected: state.env === x.value })));
+    }
+
+    // the env of each row, sortable, in a run of several envs only (a run of one env reads as it always has)
+    const envColumn = (several) => (several ? [{ label: 'env', sort: 'env', render: (row) => nameNode(row.env) }] : []);
+
     function tableParams(kind, keys) {
       const defaults = TABLE_DEFAULTS[kind];
       const params = { sort: state.sort || defaults.sort, desc: state.desc || defaults.desc, offset: state.offset || '0', limit: state.limit || defaults.limit };
@@ -884,13 +898,8 @@
       const page = await data.rollouts(run, params);
       const names = Object.keys(overview.components);
       const filters = h('form', { class: 'filters', onsubmit: (event) => event.preventDefault() });
-      // a run of several envs: which env's rollouts (an env asked for in the URL is always offered)
-      const envs = (overview.suite || []).filter((x) => x.env !== null && x.env !== undefined);
       const several = severalEnvs(overview.suite);
-      const envOptions = envs.map((x) => ({ value: String(x.env), text: `${x.env} (${fmt(x.rollouts)})` }));
-      if (state.env && !envOptions.some((x) => x.value === state.env)) envOptions.push({ value: state.env, text: `${state.env} (none)` });
-      const envSelect = several || state.env ? h('select', { name: 'env', 'aria-label': 'env', onchange: (e) => update({ env: e.target.value, offset: '0' }) },
-        h('option', { value: '', text: 'any env' }), envOptions.map((x) => h('option', { value: x.value, text: x.text, selected: state.env === x.value }))) : null;
+      const envSelect = envFilter();
       const reasonSelect = h('select', { name: 'reason', 'aria-label': 'termination reason', onchange: (e) => update({ reason: e.target.value, offset: '0' }) },
         h('option', { value: '', text: 'any reason' }), overview.reasons.map((x) => h('option', { value: x.reason, text: `${x.reason} (${fmt(x.count)})`, selected: state.reason === x.reason })));
       const failedSelect = h('select', { name: 'failed', 'aria-label': 'scored or failed', onchange: (e) => update({ failed: e.target.value, offset: '0' }) },
@@ -910,7 +919,7 @@
       const columns = [
         { label: '#', num: true, sort: 'seq', render: (row) => fmt(row.seq) },
         { label: 'rollout', sort: 'rollout_id', render: (row) => h('a', { href: link.rollout(run, row.rollout_id), text: shortened(row.rollout_id, row), title: row.rollout_id, class: 'id' }) },
-        ...(several ? [{ label: 'env', render: (row) => nameNode(row.env) }] : []),
+        ...envColumn(several),
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: `group · ${row.sample_index}`, class: 'mini', title: row.group_id }) },
         { label: 'reason', sort: 'termination_reason', render: (row) => reasonBadge(row.termination_reason, row.scored) },
         { label: 'reward', num: true, sort: 'reward', render: (row) => fmt(row.reward) },
@@ -978,13 +987,15 @@
     }
 
     async function examplesTab() {
-      const params = tableParams('examples', ['q']);
+      const params = tableParams('examples', ['q', 'env']);
       const page = await data.examples(run, params);
+      const envSelect = envFilter();
       let timer = null;
       const search = h('input', { type: 'search', placeholder: 'example id…', value: state.q || '', 'aria-label': 'search examples', oninput: (e) => { clearTimeout(timer); timer = setTimeout(() => update({ q: e.target.value, offset: '0' }), 300); } });
       const columns = [
         { label: '#', num: true, sort: 'idx', render: (row) => fmt(row.idx) },
         { label: 'example', sort: 'example_id', render: (row) => h('a', { href: link.run(run, `example=${enc(row.example_id)}`), text: shortId(row), title: row.example_id, class: 'id', onclick: STATIC ? null : (event) => { event.preventDefault(); update({ tab: 'rollouts', example: row.example_id, offset: '0', sort: '', desc: '', q: '' }); } }) },
+        ...envColumn(severalEnvs(overview.suite)),
         { label: 'prompt', render: (row) => h('span', { class: 'snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'rollouts', num: true, sort: 'rollouts', render: (row) => fmt(row.rollouts) },
         { label: 'passed', num: true, sort: 'passed', render: (row) => fmt(row.passed) },
@@ -993,7 +1004,7 @@
         { label: 'failed', num: true, render: (row) => fmt(row.failed) },
         { label: 'groups', num: true, sort: 'groups', render: (row) => fmt(row.groups) },
       ];
-      const node = h('div', {}, h('div', { class: 'filters' }, search),
+      const node = h('div', {}, h('div', { class: 'filters' }, envSelect, search),
         h('div', { class: 'scroll' }, table(columns, page.rows, { sort: params.sort, desc: params.desc === '1' }, sorter(TABLE_DEFAULTS.examples))),
         pager(page, (offset) => update({ offset: String(offset) })));
       for (const fill of node.querySelectorAll('.fill')) fill.style.width = `${fill.dataset.w}%`;
@@ -1001,12 +1012,14 @@
     }
 
     async function groupsTab() {
-      const params = tableParams('groups', ['no_signal', 'example']);
+      const params = tableParams('groups', ['no_signal', 'example', 'env']);
       const page = await data.groups(run, params);
+      const envSelect = envFilter();
       const noSignal = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'no_signal', checked: state.no_signal === '1', onchange: (e) => update({ no_signal: e.target.checked ? '1' : '', offset: '0' }) }), ' only groups with no learning signal (all siblings tie)');
       const columns = [
         { label: 'group', sort: 'group_id', render: (row) => h('a', { href: link.group(run, row.group_id), text: shortened(row.group_id, row), title: row.group_id, class: 'id' }) },
         { label: 'example', sort: 'order', render: (row) => h('span', { class: 'id', text: shortId(row), title: row.example_id }) },
+        ...envColumn(severalEnvs(overview.suite)),
         { label: 'prompt', render: (row) => h('span', { class: 'snippet prompt-snippet', title: row.prompt || null, text: row.prompt || '—' }) },
         { label: 'size', num: true, sort: 'size', render: (row) => fmt(row.size) },
         { label: 'mean', num: true, sort: 'mean', render: (row) => fmt(row.mean) },
@@ -1016,7 +1029,7 @@
         { label: 'failed', num: true, sort: 'failed', render: (row) => fmt(row.failed) },
         { label: 'signal', render: (row) => (row.no_signal ? badge('no signal', 'warn') : badge('ok', 'ok')) },
       ];
-      return h('div', {}, h('div', { class: 'filters' }, noSignal),
+      return h('div', {}, h('div', { class: 'filters' }, envSelect, noSignal),
         h('div', { class: 'scroll' }, table(columns, page.rows, { sort: params.sort, desc: params.desc === '1' }, sorter(TABLE_DEFAULTS.groups))),
         pager(page, (offset) => update({ offset: String(offset) })));
     }
