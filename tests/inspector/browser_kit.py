@@ -32,13 +32,14 @@ CHROMIUM_ARGS = [
 class InspectorServer:
     """A real uvicorn server of the inspector over ``root``, on a free loopback port, in a thread."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, token: str | None = None) -> None:
         sock = bind("127.0.0.1", 0)
-        self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(root), log_level="warning"))
+        self.port = sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(root, token=token), log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not self.server.started:
             assert time.monotonic() < deadline, "the inspector did not start"
             time.sleep(0.02)

@@ -8,41 +8,19 @@ is refused by the loopback rule, tested in ``test_inspector_security.py``.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
-
-from benchmax.inspector import bind, create_app
+from browser_kit import InspectorServer
 
 TOKEN = "s3cret-token-for-tests"
 
 
-class _Server:
-    def __init__(self, root: Path, token: str | None = None) -> None:
-        sock = bind("127.0.0.1", 0)
-        self.port = sock.getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(root, token=token), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the inspector did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
-def servers(runs_dir: Path) -> Iterator[tuple[_Server, _Server]]:
-    plain, guarded = _Server(runs_dir), _Server(runs_dir, token=TOKEN)
+def servers(runs_dir: Path) -> Iterator[tuple[InspectorServer, InspectorServer]]:
+    plain, guarded = InspectorServer(runs_dir), InspectorServer(runs_dir, token=TOKEN)
     yield plain, guarded
     plain.stop()
     guarded.stop()
