@@ -288,7 +288,9 @@ class RunWriter(ExampleSync):
         into the rollouts of an env whose own rollouts emitted it in this batch (filling a
         math env's ``exact`` into a code env's rollouts would score them on a test they
         never took). A batch already filled with nothing written to it since is left
-        alone, so a resumed run refills only the batches that changed.
+        alone, so a resumed run refills only the batches that changed. The trainer applies
+        the same rule to its batch in memory (``benchmax.train`` ``zero_fill``), before the
+        batch is stored.
         """
         self.flush()
         with _transaction(self._conn, self._lock):

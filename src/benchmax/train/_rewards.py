@@ -38,7 +38,9 @@ def zero_fill(rewards: Sequence[Mapping[str, float]], envs: Sequence[str | None]
     another env that does not score it (its value stays missing: ``None`` to
     TRL, which leaves it out of the component's mean and the reward's sum).
     Operational failures (empty dicts) are filled too: they count as zero unless
-    the trainer is told to drop them from group statistics.
+    the trainer is told to drop them from group statistics. The store applies the
+    same rule to the stored batch in SQL (``RunWriter.fill_batch``): the trainer
+    needs the filled rewards before anything is stored, and runs without a store.
     """
     components = sorted({name for reward in rewards for name in reward})
     keys = list(envs) if envs is not None else [None] * len(rewards)
