@@ -12,7 +12,7 @@ import base64
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote, unquote
 
 from benchmax.auth._providers import BasicAuth
@@ -21,6 +21,10 @@ MASK = "***"
 """What stands where a secret was."""
 _FRAGMENT = 12
 """Characters of a secret that make an echo of it: a piece this long of a cut or split echo is masked too."""
+_GRAM = 6
+"""Characters looked up first at every sixth place of a text: only where they belong to a piece of a
+secret are the 12-character windows around them looked up (a sixth of the lookups, for texts without
+secrets)."""
 _SHORTEST_SECRET = 4
 """Shorter values are not masked (a one-letter "secret" would mask every such letter of a message)."""
 _SECRET_PARAMETER = re.compile(
@@ -29,6 +33,17 @@ _SECRET_PARAMETER = re.compile(
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 
 _T = TypeVar("_T")
+
+
+class _Echoes(NamedTuple):
+    """The spellings of a set of secrets, as :func:`mask_secrets` looks for them."""
+
+    exact: tuple[str, ...]
+    """Spellings of at most 12 characters, found whole."""
+    pieces: frozenset[str]
+    """Every 12-character piece of the longer spellings."""
+    grams: frozenset[str]
+    """Every 6-character piece of those pieces."""
 
 
 def _url_parts(url: str) -> tuple[str, str, str, str] | None:
@@ -128,14 +143,14 @@ def mask_secrets(value: _T, secrets: Iterable[str]) -> _T:
     message, an error body) goes through here, success or error alike.
     Mappings, lists and tuples are masked item by item, keys included.
     """
-    exact, pieces = _echo_forms(tuple(secret for secret in secrets if isinstance(secret, str)))
-    if not exact and not pieces:
+    echoes = _echo_forms(tuple(secret for secret in secrets if isinstance(secret, str)))
+    if not echoes.exact and not echoes.pieces:
         return value
-    return _mask_value(value, exact, pieces, 0)
+    return _mask_value(value, echoes, 0)
 
 
 @functools.lru_cache(maxsize=64)
-def _echo_forms(secrets: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[str]]:
+def _echo_forms(secrets: tuple[str, ...]) -> _Echoes:
     """Short spellings to find whole, and the 12-character pieces of the longer ones.
 
     Cached: a client masks every reply with the same key, and the pieces of a
@@ -165,34 +180,41 @@ def _echo_forms(secrets: tuple[str, ...]) -> tuple[tuple[str, ...], frozenset[st
             spellings.update((core, core.replace("+", "-").replace("/", "_")))
         for form in spellings:
             pieces.update(form[index : index + _FRAGMENT] for index in range(len(form) - _FRAGMENT + 1))
-    return tuple(sorted(exact, key=len, reverse=True)), frozenset(pieces)
+    grams = {piece[index : index + _GRAM] for piece in pieces for index in range(_FRAGMENT - _GRAM + 1)}
+    return _Echoes(tuple(sorted(exact, key=len, reverse=True)), frozenset(pieces), frozenset(grams))
 
 
-def _mask_value(value: Any, exact: tuple[str, ...], pieces: frozenset[str], depth: int) -> Any:
+def _mask_value(value: Any, echoes: _Echoes, depth: int) -> Any:
     if isinstance(value, str):
-        return _mask_text(value, exact, pieces)
+        return _mask_text(value, echoes)
     if depth >= 64:
         return value
     if isinstance(value, Mapping):
         return {
-            _mask_value(key, exact, pieces, depth + 1): _mask_value(item, exact, pieces, depth + 1)
-            for key, item in value.items()
+            _mask_value(key, echoes, depth + 1): _mask_value(item, echoes, depth + 1) for key, item in value.items()
         }
     if isinstance(value, list | tuple):
-        masked = [_mask_value(item, exact, pieces, depth + 1) for item in value]
+        masked = [_mask_value(item, echoes, depth + 1) for item in value]
         return masked if isinstance(value, list) else tuple(masked)
     return value
 
 
-def _mask_text(text: str, exact: tuple[str, ...], pieces: frozenset[str]) -> str:
+def _mask_text(text: str, echoes: _Echoes) -> str:
     covered = bytearray(len(text))
     hit = False
+    pieces = echoes.pieces
     if pieces:
-        for index in range(len(text) - _FRAGMENT + 1):
-            if text[index : index + _FRAGMENT] in pieces:
-                covered[index : index + _FRAGMENT] = b"\x01" * _FRAGMENT
-                hit = True
-    for form in exact:
+        # A piece at p holds the 6 characters at the first multiple of 6 from p: look at those
+        # only, and at the 12-character windows around one that belongs to a piece.
+        last = len(text) - _FRAGMENT
+        for gram in range(0, len(text) - _GRAM + 1, _GRAM):
+            if text[gram : gram + _GRAM] not in echoes.grams:
+                continue
+            for index in range(max(0, gram - _GRAM + 1), min(gram, last) + 1):
+                if text[index : index + _FRAGMENT] in pieces:
+                    covered[index : index + _FRAGMENT] = b"\x01" * _FRAGMENT
+                    hit = True
+    for form in echoes.exact:
         start = text.find(form)
         while start >= 0:
             covered[start : start + len(form)] = b"\x01" * len(form)
