@@ -5,9 +5,12 @@ transforms and pydantic parsing cost several milliseconds per rollout (see
 ``bench/README.md``), and we need only a few routes. Retries are layered here,
 per endpoint, so every rollout shares one backoff policy, concurrency limit,
 retry budget and health gate. Credentials live only in request headers: nothing
-here logs or stores them, and an error body that echoes one is masked once
-decoded (a JSON body may spell the key with escapes that only decoding undoes).
-A base URL's ``user:password@`` becomes basic auth and leaves the URL.
+here logs or stores them, and a reply that echoes one, an error body or a
+successful reply's message, is masked once decoded (a JSON body may spell the
+key with escapes that only decoding undoes), so neither the store nor an agent
+behind the recording proxy receives it. A base URL's ``user:password@`` becomes
+basic auth and leaves the URL; every message names the server by ``shown_url``
+(credential parameters masked). Every body is read by ``benchmax.bounded``.
 """
 
 from __future__ import annotations
