@@ -21,14 +21,15 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "benchmax"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "aio": set(),
+    "bounded": {"errors"},
     "compat": set(),
     "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
-    "remote": {"envs", "auth", "errors"},
+    "remote": {"envs", "auth", "bounded", "errors"},
     "loading": {"envs", "remote", "errors"},
     "hf": {"envs", "errors"},
     "telemetry": {"envs", "errors"},
-    "client": {"envs", "auth", "telemetry", "errors"},
+    "client": {"envs", "auth", "bounded", "telemetry", "errors"},
     "sandbox": {"envs", "aio", "errors"},
     "harbor": {"envs", "sandbox", "auth", "errors"},
     "testing": {"envs", "client", "errors"},
@@ -41,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "proxy": {"envs", "client", "auth", "errors"},
     "agents": {"envs", "client", "proxy", "sandbox", "errors"},
     "traces": {"envs", "errors"},
-    "local": {"client", "envs", "errors"},
+    "local": {"client", "envs", "bounded", "errors"},
     "store": {"envs", "errors"},
     "mix": {"envs", "loading", "errors"},
     "runner": {"envs", "loading", "mix", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
@@ -74,7 +75,8 @@ registry in ``envs/_runtime.py`` (by name, at run time), never by an import. ``s
 HTTP) is a face beside the inspector: it holds an env (the contract) and no engine (the model loop
 runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``), and it
 reuses the inspector's access rule (loopback only, a token for anything else) rather than keeping a
-second one. ``compat`` imports nothing: it names 0.2.x's homes by string and is installed by
+second one. ``bounded`` is the one reader of a network peer's reply (a bound on its decoded size),
+beneath every package that reads one. ``compat`` imports nothing: it names 0.2.x's homes by string and is installed by
 ``benchmax/__init__.py``."""
 
 

@@ -172,3 +172,15 @@ async def test_in_the_engine_a_judge_failure_ends_the_rollout_and_its_logs_stay_
     assert any("graded 'quality'" in entry.message and entry.phase == "reward" for entry in ok.logs)
     assert (failed.termination_reason, failed.rewards) == ("judge_error", {})
     assert any("rejected" in entry.message for entry in failed.logs)
+
+
+async def test_a_credential_parameter_of_the_judges_url_stays_out_of_its_errors_logs_and_repr(fast_retry, caplog):
+    url = "http://127.0.0.1:9/v1?api_key=sk-judge-in-the-url"
+    with caplog.at_level("DEBUG"):
+        async with Judge(url, "judge-model", retry=fast_retry, max_outage=0.3) as judge:
+            with pytest.raises(RolloutFailure) as caught:
+                await judge.grade(RUBRIC, response="4")
+            shown = repr(judge)
+    assert "judge-model at http://127.0.0.1:9/v1?api_key=*** failed" in str(caught.value)
+    for text in (str(caught.value), shown, caplog.text):
+        assert "sk-judge-in-the-url" not in text

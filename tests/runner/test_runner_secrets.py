@@ -145,3 +145,34 @@ def test_a_served_env_url_with_a_token_is_refused_without_printing_the_token(tmp
     assert ran.returncode != 0
     assert "Traceback" not in ran.stdout, ran.stdout
     assert "hunter2" not in ran.stdout, ran.stdout
+
+
+def replying_policy(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that repeats the key it was sent, in its answer and its reasoning, in several spellings."""
+    message = {
+        "role": "assistant",
+        "content": f"1 (the key is {KEY})",
+        "reasoning_content": f"hex {KEY.encode().hex()}, reversed {KEY[::-1]}, url {quote(KEY, safe='')}",
+    }
+    completion = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "model": "scripted"}
+    return {"status": 200, "body": json.dumps(completion).encode()}
+
+
+def test_a_key_echoed_in_a_successful_reply_is_masked_in_the_store_export_and_output(tmp_path: Path) -> None:
+    write_split(tmp_path / "data", [row("1", f"q {index}") for index in range(3)])
+    export = tmp_path / "export.jsonl"
+    with ScriptedServer(policy=replying_policy) as server:
+        ran = run_cli(
+            "eval", ENV_SPEC, "--data-dir", tmp_path / "data", "--base-url", server.base_url,
+            "--api-key-env", "BENCHMAX_ECHO_KEY", "--run-dir", tmp_path / "run", "--no-progress",
+            env=cli_env(BENCHMAX_ECHO_KEY=KEY),
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout
+    exported = run_cli("export", tmp_path / "run", "--output", export)
+    assert exported.returncode == 0, exported.stdout
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    assert len(rows) == 3 and all("the key is ***" in json.dumps(item) for item in rows)
+    assert leaks(KEY, tmp_path / "run", export, ran.stdout, exported.stdout) == []
+    stored = b"".join(path.read_bytes() for path in (tmp_path / "run").rglob("*") if path.is_file())
+    for form in (KEY.encode().hex(), KEY[::-1]):
+        assert form[:PIECE].encode() not in stored + export.read_bytes()

@@ -29,6 +29,7 @@ class Span:
     kind: int
     attributes: dict[str, Any]
     status_code: int
+    status_message: str
     links: tuple[str, ...]
     service: str
 
@@ -76,6 +77,7 @@ class OtlpReceiver:
                             kind=span.kind,
                             attributes={item.key: _value(item.value) for item in span.attributes},
                             status_code=span.status.code,
+                            status_message=span.status.message,
                             links=tuple(link.span_id.hex() for link in span.links),
                             service=str(resource.get("service.name")),
                         )

@@ -58,6 +58,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from benchmax.auth import redact_url
 from benchmax.client._types import EndpointDown
 from benchmax.envs import current_scope
 
@@ -125,6 +126,9 @@ class EndpointGate:
         if trip_after < 1:
             raise ValueError(f"trip_after must be >= 1, got {trip_after!r}")
         self.endpoint = endpoint
+        """The endpoint's URL, as its client has it: what its outages are matched by."""
+        self.shown = redact_url(endpoint)
+        """The URL fit to print (credential parameters masked): what every message of the gate says."""
         self.max_outage = max_outage
         self.trip_after = trip_after
         self.probe_initial = probe_initial
@@ -155,7 +159,7 @@ class EndpointGate:
         self._listeners: list[Callable[[GateEvent, Outage], None]] = []
 
     def __repr__(self) -> str:
-        return f"EndpointGate({self.endpoint!r}, {'down' if self.down else 'up'})"
+        return f"EndpointGate({self.shown!r}, {'down' if self.down else 'up'})"
 
     @property
     def down(self) -> bool:
@@ -192,7 +196,7 @@ class EndpointGate:
             return None
         self._ensure_watch()
         if not wait:
-            raise Unavailable(self.endpoint)
+            raise Unavailable(self.shown)
         if self._failed:
             raise self._down_error()
         opened = self._event()
@@ -320,7 +324,7 @@ class EndpointGate:
         task = self._task
         loop = asyncio.get_running_loop()
         if task is None or task.done() or task.get_loop() is not loop:
-            self._task = loop.create_task(self._watch(), name=f"benchmax-gate-{self.endpoint}")
+            self._task = loop.create_task(self._watch(), name=f"benchmax-gate-{self.shown}")
 
     async def _probe_once(self) -> bool:
         assert self._probe is not None
@@ -346,14 +350,14 @@ class EndpointGate:
             self.outages.pop()
             self._current = replace(reopened, ended_at=None, failed=False, error=None)
             self._delay = min(self.probe_max, self._delay * 2)
-            logger.warning("model endpoint %s failed again right after coming back (%s)", self.endpoint, cause)
+            logger.warning("model endpoint %s failed again right after coming back (%s)", self.shown, cause)
         else:
             now = time.monotonic()
             self._down_clock = now if since is None else min(since, now)
             self._current = Outage(self.endpoint, started_at=time.time() - (now - self._down_clock), cause=cause)
             self._delay = self.probe_initial
             then = "its requests go to the other replicas" if self.routed else "holding its requests"
-            logger.warning("model endpoint %s is down (%s); %s", self.endpoint, cause, then)
+            logger.warning("model endpoint %s is down (%s); %s", self.shown, cause, then)
         self._failed = False
         self._event().clear()
         self._emit("down", self._current)
@@ -365,7 +369,7 @@ class EndpointGate:
             left = self.max_outage - (time.monotonic() - self._down_clock)
             if left <= 0 and not self._failed:
                 self._fail_outage(
-                    f"endpoint {self.endpoint} down for {time.monotonic() - self._down_clock:.0f} s "
+                    f"endpoint {self.shown} down for {time.monotonic() - self._down_clock:.0f} s "
                     f"({self._current.cause}); past the outage budget of {self.max_outage:g} s (--max-outage)"
                 )
             await asyncio.sleep(min(self._delay, left) if left > 0 else self._delay)
@@ -406,16 +410,16 @@ class EndpointGate:
         self._probation = ended
         self._probation_until = time.monotonic() + self.probation
         then = "requests go to it again" if self.routed else f"{ended.held} held requests resume"
-        logger.warning("model endpoint %s is back after %.1f s; %s", self.endpoint, ended.seconds, then)
+        logger.warning("model endpoint %s is back after %.1f s; %s", self.shown, ended.seconds, then)
         self._emit("up", ended)
         self._event().set()
 
     def _down_error(self) -> EndpointDown:
-        return EndpointDown(self._message or f"endpoint {self.endpoint} is down")
+        return EndpointDown(self._message or f"endpoint {self.shown} is down")
 
     def _emit(self, event: GateEvent, outage: Outage) -> None:
         for listener in list(self._listeners):
             try:
                 listener(event, outage)
             except Exception:
-                logger.exception("a listener of %s's gate failed", self.endpoint)
+                logger.exception("a listener of %s's gate failed", self.shown)

@@ -5,21 +5,25 @@ transforms and pydantic parsing cost several milliseconds per rollout (see
 ``bench/README.md``), and we need only a few routes. Retries are layered here,
 per endpoint, so every rollout shares one backoff policy, concurrency limit,
 retry budget and health gate. Credentials live only in request headers: nothing
-here logs or stores them, and an error body that echoes one is masked once
-decoded (a JSON body may spell the key with escapes that only decoding undoes).
-A base URL's ``user:password@`` becomes basic auth and leaves the URL.
+here logs or stores them, and a reply that echoes one, an error body or a
+successful reply's message, is masked once decoded (a JSON body may spell the
+key with escapes that only decoding undoes), so neither the store nor an agent
+behind the recording proxy receives it. A base URL's ``user:password@`` becomes
+basic auth and leaves the URL; every message names the server by ``shown_url``
+(credential parameters masked). Every body is read by ``benchmax.bounded``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
@@ -29,9 +33,13 @@ from benchmax.auth import (
     ModelAuth,
     ModelRequestContext,
     StaticBearerAuth,
+    mask_secrets,
     redact_url,
+    redact_urls,
+    request_secrets,
     split_credentials,
 )
+from benchmax.bounded import DEFAULT_MAX_REPLY_BYTES, ReplyTooLarge, read_reply
 from benchmax.client._gate import DEFAULT_MAX_OUTAGE, EndpointGate, Unavailable
 from benchmax.client._limit import RequestLimit
 from benchmax.client._models import UNNAMED, ServedModel, parse_models, parse_models_body
@@ -57,9 +65,8 @@ _NO_ROUTE = frozenset({404, 405, 501})
 _PROBE_TIMEOUT = 5.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection: a rescheduled pod's old address drops packets instead of refusing them."""
-DEFAULT_MAX_REPLY_BYTES = 64 * 1024 * 1024
-"""The most bytes a reply may hold once decompressed: a long completion with token ids and
-logprobs is a few MB, while a gzip bomb of a few hundred kB decodes to gigabytes."""
+_PROBE_BODY_BYTES = 64 * 1024
+"""What a probe reads of its answer: only the status matters, the body is read to reuse the connection."""
 
 T = TypeVar("T")
 
@@ -116,6 +123,8 @@ class HttpModelClient:
                 "a request carries one Authorization header, so give the credentials in one place"
             )
         self.base_url = base_url
+        self.shown_url = redact_url(base_url)
+        """``base_url`` fit to print: every message of this client names the server so."""
         self._url = f"{self.base_url}/chat/completions"
         self._server = _server_of(self.base_url)
         auth = auth if credentials is None else credentials
@@ -136,7 +145,7 @@ class HttpModelClient:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
-        return f"HttpModelClient({self.base_url!r})"
+        return f"HttpModelClient({self.shown_url!r})"
 
     @property
     def request_limit(self) -> int:
@@ -160,7 +169,7 @@ class HttpModelClient:
         self.adapt_requests = False
         self.turn_hold = hold
         if self._limit is not None:
-            self._limit = RequestLimit(1, adaptive=False, name=self.base_url, hold=hold)
+            self._limit = RequestLimit(1, adaptive=False, name=self.shown_url, hold=hold)
 
     def end_rollout(self, rollout_id: str) -> None:
         """The rollout asks for no more turns: a slot kept for it goes to the next rollout."""
@@ -177,7 +186,7 @@ class HttpModelClient:
                 skip_auto_headers=("User-Agent",),
             )
             self._limit = RequestLimit(
-                self.max_requests, adaptive=self.adapt_requests, name=self.base_url, hold=self.turn_hold
+                self.max_requests, adaptive=self.adapt_requests, name=self.shown_url, hold=self.turn_hold
             )
             self._loop = loop
         return self._session
@@ -194,10 +203,12 @@ class HttpModelClient:
         ``Unavailable`` instead (so a router can send the request to another replica)."""
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
         headers = await self._headers(auth, str(body.get("model", "")), rollout_id)
+        secrets = request_secrets(headers)
+        parse = _parse_completion if not secrets else lambda raw: _masked(_parse_completion(raw), secrets)
         return await traced_model_call(
             body,
             *self._server,
-            lambda: self._send("POST", self._url, payload, _parse_completion, headers, wait=wait, key=rollout_id),
+            lambda: self._send("POST", self._url, payload, parse, headers, wait=wait, key=rollout_id),
         )
 
     async def request(
@@ -216,7 +227,7 @@ class HttpModelClient:
         malformed reply, retried like one."""
 
         def _parse(raw: bytes) -> T:
-            data = _json_object(raw)
+            data = mask_secrets(_json_object(raw), secrets)
             try:
                 return parse(data)
             except ValueError as exc:
@@ -224,6 +235,7 @@ class HttpModelClient:
 
         payload = orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) if body is not None else None
         headers = await self._headers(auth, str((body or {}).get("model", "")), None)
+        secrets = request_secrets(headers)
         return await self._send(method, f"{self.base_url}{path}", payload, _parse, headers, wait=wait)
 
     async def probe(self) -> bool:
@@ -241,7 +253,8 @@ class HttpModelClient:
         timeout = aiohttp.ClientTimeout(total=_PROBE_TIMEOUT, sock_connect=min(self.connect_timeout, _PROBE_TIMEOUT))
         try:
             async with session.get(f"{self.base_url}/models", timeout=timeout) as response:
-                await response.read()
+                with contextlib.suppress(ReplyTooLarge):  # an answer all the same
+                    await read_reply(response, limit=_PROBE_BODY_BYTES, what=f"from {self.shown_url}/models")
                 return response.status not in _GATEWAY_STATUS
         except (aiohttp.ClientError, TimeoutError, OSError):
             return False
@@ -286,17 +299,18 @@ class HttpModelClient:
             async with session.get(
                 f"{self.base_url}/models", headers=headers, timeout=aiohttp.ClientTimeout(total=30)
             ) as response:
-                status, raw = response.status, await response.read()
+                status = response.status
+                raw = await _read_body(response, self.max_reply_bytes, f"{self.shown_url}/models")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"cannot reach the model server at {self.base_url} ({type(exc).__name__}: {exc}); "
+                f"cannot reach the model server at {self.shown_url} ({type(exc).__name__}: {redact_urls(str(exc))}); "
                 "is it running, and is --base-url right?",
             ) from None
         if status in (401, 403):
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"the model server at {self.base_url} refused the credentials (HTTP {status}: "
+                f"the model server at {self.shown_url} refused the credentials (HTTP {status}: "
                 f"{_error_text(raw, headers)}); check --api-key-env (or the user:password in --base-url, "
                 "which is never stored: give it again with --resume)",
                 status=status,
@@ -304,7 +318,7 @@ class HttpModelClient:
         if status in _GATEWAY_STATUS:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"the model server at {self.base_url} answers HTTP {status} "
+                f"the model server at {self.shown_url} answers HTTP {status} "
                 f"({_error_text(raw, headers)}); is it still starting?",
                 status=status,
             )
@@ -312,7 +326,7 @@ class HttpModelClient:
         if served is None:
             logger.info(
                 "%s answers GET /models with HTTP %d (%s); checking it with a 1-token chat request",
-                self.base_url,
+                self.shown_url,
                 status,
                 _error_text(raw, headers),
             )
@@ -329,33 +343,34 @@ class HttpModelClient:
             async with session.post(
                 self._url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
             ) as response:
-                raw = await response.read()
                 status = response.status
+                raw = await _read_body(response, self.max_reply_bytes, f"{self.shown_url}/chat/completions")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ModelError(
-                TerminationReason.MODEL_ERROR, f"the model server at {self.base_url} failed a 1-token request: {exc}"
+                TerminationReason.MODEL_ERROR,
+                f"the model server at {self.shown_url} failed a 1-token request: {redact_urls(str(exc))}",
             ) from None
         said = _error_text(raw, headers)
         if status in (401, 403):
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"the model server at {self.base_url} refused the credentials (HTTP {status}: {said}); "
+                f"the model server at {self.shown_url} refused the credentials (HTTP {status}: {said}); "
                 "check --api-key-env",
                 status=status,
             )
         if status == 404:
             hint = ""
-            if not self.base_url.endswith("/v1"):
-                hint = f"; OpenAI-compatible servers serve under /v1: try --base-url {self.base_url}/v1"
+            if not urlsplit(self.base_url).path.rstrip("/").endswith("/v1"):
+                hint = f"; OpenAI-compatible servers serve under /v1: try --base-url {_under_v1(self.shown_url)}"
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"{self.base_url} answers a 1-token chat request with HTTP 404 ({said}){hint}",
+                f"{self.shown_url} answers a 1-token chat request with HTTP 404 ({said}){hint}",
                 status=404,
             )
         if status >= 500:
             raise ModelError(
                 TerminationReason.MODEL_ERROR,
-                f"the model server at {self.base_url} answers a 1-token chat request with HTTP {status} ({said})",
+                f"the model server at {self.shown_url} answers a 1-token chat request with HTTP {status} ({said})",
                 status=status,
             )
 
@@ -423,7 +438,7 @@ class HttpModelClient:
                     # replica) and is sent again, without spending an attempt or the budget.
                     attempt -= 1
                     if not wait:
-                        raise Unavailable(self.base_url) from None
+                        raise Unavailable(self.shown_url) from None
                     self.stats.resent += 1
                     continue
                 if attempt >= self.retry.max_attempts or not self._spend_retry():
@@ -464,7 +479,7 @@ class HttpModelClient:
     ) -> bytes:
         try:
             async with session.request(method, url, data=payload, headers=headers) as response:
-                raw = await _read_body(response, self.max_reply_bytes, url)
+                raw = await _read_body(response, self.max_reply_bytes, redact_url(url))
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except aiohttp.ConnectionTimeoutError:
@@ -511,6 +526,19 @@ def _static_headers(auth: ModelAuth | None) -> Mapping[str, str] | None:
     if isinstance(auth, StaticBearerAuth | BasicAuth):
         return {**_JSON, **auth.headers()}
     return None
+
+
+def _masked(result: ChatResult, secrets: list[str]) -> ChatResult:
+    """``result`` with any echo of the request's credentials in its message (content, reasoning,
+    tool call arguments) masked: a reply is stored, shown and forwarded to agents, never the key."""
+    message = mask_secrets(result.message, secrets)
+    return result if message == result.message else dataclasses.replace(result, message=message)
+
+
+def _under_v1(url: str) -> str:
+    """``url`` with ``/v1`` added to its path (its query, if any, kept after it)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1"))
 
 
 def _server_of(base_url: str) -> tuple[str | None, int | None]:

@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from benchmax.auth import mask_secrets, request_secrets
+from benchmax.bounded import ReplyTooLarge, read_reply
 from benchmax.client._gate import FailureKind
 from benchmax.client._numbers import logprob, token_count, token_ids
 from benchmax.client._types import ChatResult, ModelError
@@ -69,25 +70,12 @@ class _Retryable(Exception):
 
 
 async def _read_body(response: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
-    """The body, decompressed, read chunk by chunk and given up past ``limit`` bytes.
-
-    aiohttp decompresses as it reads, in bounded steps (since 3.13.3), so the
-    read stops within a chunk of ``limit`` however far the body would inflate;
-    leaving the response unread closes its connection.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise ModelError(
-                TerminationReason.MODEL_ERROR,
-                f"the reply from {url} (HTTP {response.status}) is larger than {limit:,} bytes "
-                f"once decompressed (Content-Encoding: {response.headers.get('Content-Encoding', 'none')[:40]}); "
-                "the read stopped there (max_reply_bytes)",
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The body, decompressed, read by the one bounded reader (:func:`benchmax.bounded.read_reply`);
+    past ``limit`` bytes the request fails as a model error, not retried."""
+    try:
+        return await read_reply(response, limit=limit, what=f"from {url} (HTTP {response.status})")
+    except ReplyTooLarge as exc:
+        raise ModelError(TerminationReason.MODEL_ERROR, f"{exc} (max_reply_bytes)") from None
 
 
 def _error_text(raw: bytes, headers: Mapping[str, str]) -> str:

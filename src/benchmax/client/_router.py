@@ -27,7 +27,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from benchmax.auth import ModelAuth
+from benchmax.auth import ModelAuth, redact_url
 from benchmax.client._gate import GateEvent, Outage, Unavailable
 from benchmax.client._http import HttpModelClient
 from benchmax.client._types import ChatResult, EndpointDown
@@ -49,7 +49,7 @@ class ReplicaRouter:
             raise ValueError("a ReplicaRouter needs at least two replicas")
         urls = [replica.base_url for replica in replicas]
         if len(set(urls)) != len(urls):
-            raise ValueError(f"the same replica is listed twice: {', '.join(urls)}")
+            raise ValueError(f"the same replica is listed twice: {', '.join(map(redact_url, urls))}")
         self.replicas = tuple(replicas)
         self.base_url = urls[0]
         self.sticky_rollouts = sticky_rollouts
@@ -69,7 +69,7 @@ class ReplicaRouter:
             gate.subscribe(self._on_gate)
 
     def __repr__(self) -> str:
-        return f"ReplicaRouter({', '.join(repr(replica.base_url) for replica in self.replicas)})"
+        return f"ReplicaRouter({', '.join(repr(replica.shown_url) for replica in self.replicas)})"
 
     @property
     def down(self) -> bool:
@@ -190,12 +190,10 @@ class ReplicaRouter:
         return self._changed
 
     def _down_error(self) -> EndpointDown:
-        causes = "; ".join(
-            f"{gate.endpoint}: {gate.outage.cause if gate.outage else 'down'}" for gate in self._gates
-        )
+        causes = "; ".join(f"{gate.shown}: {gate.outage.cause if gate.outage else 'down'}" for gate in self._gates)
         seconds = min((gate.outage.seconds for gate in self._gates if gate.outage), default=0.0)
         limit = max(gate.max_outage for gate in self._gates)
         return EndpointDown(
-            f"all {len(self._gates)} replicas of {self.base_url} down for {seconds:.0f} s ({causes}); "
+            f"all {len(self._gates)} replicas of {redact_url(self.base_url)} down for {seconds:.0f} s ({causes}); "
             f"past the outage budget of {limit:g} s (--max-outage)"
         )

@@ -45,6 +45,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from benchmax.bounded import DEFAULT_MAX_REPLY_BYTES, ReplyTooLarge, read_reply_sync
 from benchmax.local._weights import (
     EMBEDDED_MODEL_NAME,
     INSTALL_HINT,
@@ -419,8 +420,14 @@ class EmbeddedModel:
         try:
             connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
             response = connection.getresponse()
-            status, raw = response.status, response.read()
-        except (OSError, http.client.HTTPException) as exc:
+            status = response.status
+            raw = read_reply_sync(
+                response,
+                limit=DEFAULT_MAX_REPLY_BYTES,
+                what="of its self-test",
+                encoding=response.getheader("Content-Encoding"),
+            )
+        except (OSError, http.client.HTTPException, ReplyTooLarge) as exc:
             self._check_alive(process, "during its self-test (a chat completion with a tool call)", wait=2.0)
             problem = f"failed its self-test request ({type(exc).__name__}: {exc})"
             raise EmbeddedModelError(self._describe(problem)) from None

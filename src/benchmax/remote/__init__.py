@@ -6,6 +6,6 @@ is how an env's records, errors and termination reasons cross the wire, imported
 """
 
 from benchmax.remote import wire
-from benchmax.remote._proxy import RemoteDataset, RemoteEnv, is_remote_spec, remote_env_class
+from benchmax.remote._proxy import MAX_REPLY_BYTES, RemoteDataset, RemoteEnv, is_remote_spec, remote_env_class
 
-__all__ = ["RemoteDataset", "RemoteEnv", "is_remote_spec", "remote_env_class", "wire"]
+__all__ = ["MAX_REPLY_BYTES", "RemoteDataset", "RemoteEnv", "is_remote_spec", "remote_env_class", "wire"]

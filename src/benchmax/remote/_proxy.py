@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from benchmax.auth import redact_url
+from benchmax.bounded import ReplyTooLarge, read_reply, read_reply_sync
 from benchmax.envs import (
     BaseEnv,
     BaseRollout,
@@ -57,6 +58,11 @@ INFO_TIMEOUT = 30.0
 """Seconds for the calls made while loading the env and paging its dataset."""
 CONNECT_TIMEOUT = 10.0
 PAGE_SIZE = 256
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+"""The most bytes one answer of a served env may hold once decompressed (a page of examples, a
+rollout's messages with their images): past it the read stops, and the call fails saying so."""
+_ERROR_BODY_BYTES = 64 * 1024
+"""What is read of an error answer: its message is one line."""
 TEARDOWN_TIMEOUT = 30.0
 """Seconds a session's teardown may take before the proxy gives up on it (the server's TTL still ends it)."""
 
@@ -292,12 +298,16 @@ class RemoteEnv(BaseEnv):
                     data=payload,
                     headers={"Content-Type": "application/json"} if payload is not None else None,
                 ) as response:
-                    raw = await response.read()
                     status = response.status
+                    raw = await read_reply(
+                        response, limit=MAX_REPLY_BYTES, what=f"of the env server at {self.url} to {hook}"
+                    )
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as exc:
             raise self._unavailable(
                 f"the env server at {self.url} stopped answering during {hook} ({type(exc).__name__}: {exc})"
             ) from None
+        except ReplyTooLarge as exc:
+            raise RolloutFailure(TerminationReason.HARNESS_ERROR, str(exc)) from None
         try:
             data = orjson.loads(raw) if raw else {}
         except orjson.JSONDecodeError:
@@ -515,7 +525,14 @@ def _get_json(base: str, path: str, *, what: str, token: str | None = None) -> A
     request = urllib.request.Request(base + path, headers=_headers(token))
     try:
         with urllib.request.urlopen(request, timeout=INFO_TIMEOUT) as response:
-            return json.loads(response.read())
+            return json.loads(
+                read_reply_sync(
+                    response,
+                    limit=MAX_REPLY_BYTES,
+                    what=f"of the env server at {base} to {path}",
+                    encoding=response.headers.get("Content-Encoding"),
+                )
+            )
     except urllib.error.HTTPError as exc:
         message = _error_message(exc)
         if exc.code in (401, 403):
@@ -525,6 +542,8 @@ def _get_json(base: str, path: str, *, what: str, token: str | None = None) -> A
         if exc.code in (400, 404, 422) and path.startswith("/dataset/"):
             raise DatasetError(f"{base}: {message}") from None
         raise EnvSpecError(f"{base} could not {what} (HTTP {exc.code}: {message})") from None
+    except ReplyTooLarge as exc:
+        raise EnvSpecError(f"{base} could not {what}: {exc}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise EnvSpecError(
@@ -534,8 +553,8 @@ def _get_json(base: str, path: str, *, what: str, token: str | None = None) -> A
 
 def _error_message(exc: urllib.error.HTTPError) -> str:
     try:
-        body = json.loads(exc.read() or b"{}")
-    except ValueError:
+        body = json.loads(read_reply_sync(exc, limit=_ERROR_BODY_BYTES, what="of an error") or b"{}")
+    except ValueError:  # not JSON, or larger than an error message is (ReplyTooLarge)
         return exc.reason or ""
     error = body.get("error") if isinstance(body, Mapping) else None
     if isinstance(error, Mapping):

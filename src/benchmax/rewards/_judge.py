@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import jsonschema
 import orjson
 
-from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.auth import ModelAuth, StaticBearerAuth, redact_url
 from benchmax.envs import RolloutFailure, content_text
 from benchmax.rewards._rubric import Grade, Rubric
 
@@ -239,7 +239,7 @@ class Judge:
         self._client: ModelClient | None = None
 
     def __repr__(self) -> str:
-        return f"Judge(model={self.model!r}, base_url={self.base_url!r})"
+        return f"Judge(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
     def __getstate__(self) -> dict[str, Any]:
         # Open connections belong to one event loop and process; a copy makes its own.
@@ -292,15 +292,17 @@ class Judge:
                         await asyncio.sleep(self.retry.backoff(attempt))
                         continue
                     raise JudgeError(
-                        f"judge authentication failed: judge {self.model} at {self.base_url} "
+                        f"judge authentication failed: judge {self.model} at {redact_url(self.base_url)} "
                         f"refused {attempt} times: {exc}"
                     ) from exc
-                logger.warning("judge %s at %s failed: %s", self.model, self.base_url, exc)
-                raise JudgeError(f"judge {self.model} at {self.base_url} failed: {exc}") from exc
+                logger.warning("judge %s at %s failed: %s", self.model, redact_url(self.base_url), exc)
+                raise JudgeError(f"judge {self.model} at {redact_url(self.base_url)} failed: {exc}") from exc
             except JudgeError:
                 raise
             except Exception as exc:
-                raise JudgeError(f"judge {self.model} at {self.base_url} failed: {type(exc).__name__}: {exc}") from exc
+                raise JudgeError(
+                    f"judge {self.model} at {redact_url(self.base_url)} failed: {type(exc).__name__}: {exc}"
+                ) from exc
             return content_text(result.message.get("content"))
         raise AssertionError("unreachable: the loop returns or raises")
 

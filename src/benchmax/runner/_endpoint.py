@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmax.auth import ModelAuth
+from benchmax.auth import ModelAuth, redact_url
 from benchmax.client import (
     ClientPool,
     EndpointGate,
@@ -300,7 +300,7 @@ class EndpointWatch:
 
 
 def _all_down(endpoint: Endpoint, reason: str) -> str:
-    return f"all {len(endpoint.replicas)} replicas of {endpoint.base_url} are down; the last: {reason}"
+    return f"all {len(endpoint.replicas)} replicas of {redact_url(endpoint.base_url)} are down; the last: {reason}"
 
 
 def _per_server(stats: PoolStats) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmax import __version__
+from benchmax.auth import redact_url
 from benchmax.client import CallLog, Outage, total_usd
 from benchmax.engine import GroupResult
 from benchmax.envs import Example
@@ -276,8 +277,9 @@ class RunSession:
 
     def record_outage(self, outage: Outage) -> None:
         """Keep an endpoint outage (start, end, requests held) in the run's metadata."""
+        endpoint = redact_url(outage.endpoint)  # stored: never a credential parameter of the URL
         entry = {
-            "endpoint": outage.endpoint,
+            "endpoint": endpoint,
             "started_at": outage.started_at,
             "ended_at": outage.ended_at,
             "cause": outage.cause,
@@ -289,7 +291,7 @@ class RunSession:
         self._outages = [
             existing
             for existing in self._outages
-            if not (existing["endpoint"] == outage.endpoint and existing["started_at"] == outage.started_at)
+            if not (existing["endpoint"] == endpoint and existing["started_at"] == outage.started_at)
         ]
         self._outages.append(entry)
         with suppress(StoreError):

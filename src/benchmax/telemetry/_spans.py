@@ -61,6 +61,14 @@ def content_enabled() -> bool:
     return _CONTENT
 
 
+def _error_status(kind: str, message: str) -> Status:
+    """A failed span's status: its kind (an exception's class, a termination reason) and, only with
+    ``--otel-content``, the message too. A message may quote what the model sent or a tool or server
+    gave back (a tool error quoting its arguments, a 400 echoing the prompt): content, exported only
+    when content export is on."""
+    return Status(StatusCode.ERROR, f"{kind}: {message}"[:500] if _CONTENT else kind)
+
+
 def _text(value: object) -> str:
     text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
     return truncate_text(text, MAX_CONTENT_CHARS)
@@ -105,7 +113,7 @@ class _CurrentSpan:
         try:
             if exc is not None:
                 span.set_attribute(error_attributes.ERROR_TYPE, type(exc).__qualname__)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {str(exc)[:500]}"))
+                span.set_status(_error_status(type(exc).__name__, str(exc)))
             span.end()
         finally:
             otel_context.detach(self._token)  # type: ignore[arg-type]
@@ -161,7 +169,7 @@ def end_rollout(root: Span, *, reason: str, error: str | None, rewards: Mapping[
         root.set_attribute("benchmax.reward", float(sum(rewards.values())))
     if error:
         root.set_attribute(error_attributes.ERROR_TYPE, reason)
-        root.set_status(Status(StatusCode.ERROR, error[:500]))
+        root.set_status(_error_status(reason, error))
     root.end()
 
 
@@ -239,7 +247,7 @@ def fail_span(active: Span | None, kind: str, message: str) -> None:
     if active is None:
         return
     active.set_attribute(error_attributes.ERROR_TYPE, kind)
-    active.set_status(Status(StatusCode.ERROR, message[:500]))
+    active.set_status(_error_status(kind, message))
 
 
 # Model calls.
@@ -367,5 +375,7 @@ async def traced_model_call(
 
 def fail_model_call(active: Span, exc: BaseException) -> None:
     active.set_attribute(error_attributes.ERROR_TYPE, str(getattr(exc, "reason", None) or type(exc).__qualname__))
-    active.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {str(exc)[:500]}"))
+    status = getattr(exc, "status", None)
+    kind = type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
+    active.set_status(_error_status(kind, str(exc)))
     active.end()

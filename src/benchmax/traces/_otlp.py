@@ -25,8 +25,9 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import ijson
 import orjson
 
 from benchmax.traces._records import (
@@ -58,48 +59,89 @@ class _Span:
     resource: dict[str, Any]
 
 
+_FIRST_KEYS = (*_EXAMPLE_KEYS, "gen_ai.conversation.id")
+"""The attributes a conversation takes from the first span of its trace that has them."""
+
+
 @dataclass(slots=True)
 class _Trace:
-    spans: list[_Span] = field(default_factory=list)
+    """What a conversation needs of a trace, kept as its spans stream past (never the spans themselves):
+    its last model call (by start, then end; the later one read on a tie) with that call's messages,
+    the first value of each of ``_FIRST_KEYS``, the usage summed, and when it started and ended."""
+
+    last: tuple[tuple[int, int], _Span, tuple[list[Any], list[Any], str | None]] | None = None
+    firsts: dict[str, Any] = field(default_factory=dict)
+    resource_firsts: dict[str, Any] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: int | None = None
+    ended: int | None = None
+    error: TraceFormatError | None = None
+
+    def add(self, span: _Span) -> None:
+        self.started = span.start if self.started is None else min(self.started, span.start)
+        self.ended = span.end if self.ended is None else max(self.ended, span.end)
+        self.input_tokens += _usage(span, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+        self.output_tokens += _usage(span, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+        for key in _FIRST_KEYS:
+            if key not in self.firsts and span.attributes.get(key) is not None:
+                self.firsts[key] = span.attributes[key]
+            if key not in self.resource_firsts and span.resource.get(key) is not None:
+                self.resource_firsts[key] = span.resource[key]
+        if self.error is not None:
+            return
+        try:
+            messages = _span_messages(span)
+        except TraceFormatError as exc:
+            self.error, self.last = exc, None
+            return
+        order = (span.start, span.end)
+        if messages is not None and (self.last is None or order >= self.last[0]):
+            # Its messages are read: what held them (and its events) is not kept, only the attributes
+            # a conversation's metadata takes.
+            span.attributes = {key: value for key, value in span.attributes.items() if not _message_key(key)}
+            span.events = []
+            self.last = (order, span, messages)
+
+    def first(self, key: str) -> Any:
+        value = self.firsts.get(key)
+        return value if value is not None else self.resource_firsts.get(key)
 
 
 def read_otlp_json(path: str | Path, *, skip_bad: bool = False) -> TraceRead:
     """Every trace of an OTLP/JSON file that holds GenAI spans, as one conversation each, in the
     order the traces first appear. A malformed line (or trace) raises :class:`TraceFormatError`
-    naming the file, line and field; with ``skip_bad`` it is left out and listed instead."""
+    naming the file, line and field; with ``skip_bad`` it is left out and listed instead.
+
+    The file is streamed, never held: a line at a time, or (a file that is one JSON document
+    over many lines) a span at a time, parsed as it is read (ijson); of each trace only what
+    its conversation needs is kept (see ``_Trace``). Memory grows with the conversations
+    found, not with the file."""
     path = Path(path)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise TraceFormatError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} an import reads")
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            skipped: list[SkippedLine] = []
+            traces: dict[str, _Trace] = {}
+            if not _starts_with_a_line_of_json(handle):
+                try:
+                    _read_document(path, handle, traces)
+                except ijson.JSONError:
+                    pass  # not one JSON document: read it line by line, as a line may still be one
+                except TraceFormatError as exc:
+                    if not skip_bad:
+                        raise
+                    return TraceRead((), (SkippedLine(f"{path}:1", str(exc)),))
+                else:
+                    return _conversations(path, traces, skipped, skip_bad)
+                traces.clear()
+            handle.seek(0)
+            _read_lines(path, handle, traces, skipped, skip_bad)
     except OSError as exc:
         raise TraceFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    skipped: list[SkippedLine] = []
-    traces: dict[str, _Trace] = {}
-    for number, document in _documents(path, data, skipped, skip_bad):
-        where = f"{path}:{number}"
-        try:
-            spans = list(_spans(document, where))
-        except TraceFormatError as exc:
-            if not skip_bad:
-                raise
-            skipped.append(SkippedLine(where, str(exc)))
-            continue
-        for span in spans:
-            traces.setdefault(span.trace, _Trace()).spans.append(span)
-    conversations = []
-    for trace_id, trace in traces.items():
-        try:
-            conversation = _conversation(path, trace_id, trace)
-        except TraceFormatError as exc:
-            if not skip_bad:
-                raise
-            skipped.append(SkippedLine(f"{path} trace {trace_id}", str(exc)))
-            continue
-        if conversation is not None:
-            conversations.append(conversation)
-    return TraceRead(tuple(conversations), tuple(skipped))
+    return _conversations(path, traces, skipped, skip_bad)
 
 
 def looks_like_otlp(path: str | Path) -> bool:
@@ -109,35 +151,157 @@ def looks_like_otlp(path: str | Path) -> bool:
     return b'"resourceSpans"' in head or b'"resource_spans"' in head
 
 
-def _documents(
-    path: Path, data: bytes, skipped: list[SkippedLine], skip_bad: bool
-) -> Iterator[tuple[int, Mapping[str, Any]]]:
+def _starts_with_a_line_of_json(handle: BinaryIO) -> bool:
+    """Whether the first line is a JSON object of its own (the file is JSON lines); rewinds."""
+    line = handle.readline(MAX_LINE_BYTES + 1)
+    handle.seek(0)
+    if len(line) > MAX_LINE_BYTES:
+        return False
     try:
-        whole = orjson.loads(data)
+        return isinstance(orjson.loads(line), Mapping)
     except orjson.JSONDecodeError:
-        whole = None
-    if isinstance(whole, Mapping):
-        yield 1, whole
-        return
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
+        return False
+
+
+def _read_lines(
+    path: Path, handle: BinaryIO, traces: dict[str, _Trace], skipped: list[SkippedLine], skip_bad: bool
+) -> None:
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
         where = f"{path}:{number}"
         try:
-            if len(line) > MAX_LINE_BYTES:
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of the line, read in bounded pieces and dropped
                 raise TraceFormatError(f"{where}: the line is longer than {MAX_LINE_BYTES} bytes")
+            if not line.strip():
+                continue
             try:
                 document = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise TraceFormatError(f"{where}: not valid JSON ({exc})") from None
             if not isinstance(document, Mapping) or not isinstance(document.get("resourceSpans"), list):
                 raise TraceFormatError(f"{where}: resourceSpans: an OTLP/JSON export needs a resourceSpans list")
+            spans = list(_spans(document, where))
         except TraceFormatError as exc:
             if not skip_bad:
                 raise
             skipped.append(SkippedLine(where, str(exc)))
             continue
-        yield number, document
+        for span in spans:
+            traces.setdefault(span.trace, _Trace()).add(span)
+
+
+_RESOURCE_ITEM = "resourceSpans.item"
+_SCOPE_ITEM = "resourceSpans.item.scopeSpans.item"
+_SPAN_ITEM = "resourceSpans.item.scopeSpans.item.spans.item"
+
+
+def _read_document(path: Path, handle: BinaryIO, traces: dict[str, _Trace]) -> None:
+    """A file that is one ``ExportTraceServiceRequest``, parsed as it is read, a span at a time.
+
+    Raises ``ijson.JSONError`` for a file that is not one JSON object (the caller then reads it
+    line by line), and :class:`TraceFormatError`, naming the field, for one of the wrong shape.
+    """
+    where = f"{path}:1"
+    events = ijson.parse(handle, use_float=True)
+    first = next(events, None)
+    if first is None or first[1] != "start_map":
+        raise ijson.JSONError("not a JSON object")
+    r = s = n = -1
+    resource: dict[str, Any] | None = None
+    waiting: list[tuple[Mapping[str, Any], str]] = []
+    spans_seen = found = False
+
+    def take(span: Mapping[str, Any], span_at: str) -> None:
+        made = _span(span, resource or {}, where, span_at)
+        if made is not None:
+            traces.setdefault(made.trace, _Trace()).add(made)
+
+    for prefix, event, value in events:
+        if prefix == "resourceSpans" and event in ("start_array", "start_map", "string", "number", "boolean", "null"):
+            if event != "start_array":
+                raise TraceFormatError(f"{where}: resourceSpans: an OTLP/JSON export needs a resourceSpans list")
+            found = True
+        elif prefix == _RESOURCE_ITEM:
+            if event == "start_map":
+                r, s, resource, waiting = r + 1, -1, None, []
+            elif event == "end_map":
+                for span, span_at in waiting:  # spans written before their resource
+                    take(span, span_at)
+                waiting = []
+            elif event not in ("map_key",):
+                raise TraceFormatError(f"{where}: resourceSpans[{r + 1}]: must be an object")
+        elif prefix == f"{_RESOURCE_ITEM}.resource" and event == "start_map":
+            built = _build(events, event, value)
+            attributes = built.get("attributes") if isinstance(built, Mapping) else None
+            resource = _attributes(attributes, f"{where}: resourceSpans[{r}].resource.attributes")
+            for span, span_at in waiting:
+                take(span, span_at)
+            waiting = []
+        elif prefix == _SCOPE_ITEM:
+            if event == "start_map":
+                s, n, spans_seen = s + 1, -1, False
+            elif event == "end_map" and not spans_seen:
+                raise TraceFormatError(f"{where}: resourceSpans[{r}].scopeSpans[{s}].spans: must be a list")
+            elif event not in ("map_key", "end_map"):
+                raise TraceFormatError(f"{where}: resourceSpans[{r}].scopeSpans[{s + 1}].spans: must be a list")
+        elif prefix == f"{_SCOPE_ITEM}.spans" and event in ("start_array", "start_map", "string", "number", "null"):
+            if event != "start_array":
+                raise TraceFormatError(f"{where}: resourceSpans[{r}].scopeSpans[{s}].spans: must be a list")
+            spans_seen = True
+        elif prefix == _SPAN_ITEM and event not in ("end_array",):
+            n += 1
+            span_at = f"resourceSpans[{r}].scopeSpans[{s}].spans[{n}]"
+            span = _build(events, event, value)
+            if not isinstance(span, Mapping):
+                raise TraceFormatError(f"{where}: {span_at}: must be an object")
+            if resource is None:
+                waiting.append((span, span_at))
+            else:
+                take(span, span_at)
+    if not found:
+        raise TraceFormatError(f"{where}: resourceSpans: an OTLP/JSON export needs a resourceSpans list")
+
+
+def _build(events: Iterator[tuple[str, str, Any]], event: str, value: Any) -> Any:
+    """The JSON value that starts with ``event``, built from the events that follow it."""
+    builder = ijson.ObjectBuilder()
+    builder.event(event, value)
+    if event not in ("start_map", "start_array"):
+        return builder.value
+    depth = 1
+    for _, event, value in events:
+        builder.event(event, value)
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+            if depth == 0:
+                return builder.value
+    raise ijson.IncompleteJSONError("the file ends inside a value")
+
+
+def _conversations(path: Path, traces: dict[str, _Trace], skipped: list[SkippedLine], skip_bad: bool) -> TraceRead:
+    conversations = []
+    for trace_id in list(traces):
+        trace = traces.pop(trace_id)  # what it held goes as its conversation is made
+        try:
+            if trace.error is not None:
+                raise trace.error
+            conversation = _conversation(path, trace_id, trace)
+        except TraceFormatError as exc:
+            if not skip_bad:
+                raise
+            skipped.append(SkippedLine(f"{path} trace {trace_id}", str(exc)))
+            continue
+        if conversation is not None:
+            conversations.append(conversation)
+    return TraceRead(tuple(conversations), tuple(skipped))
 
 
 def _spans(document: Mapping[str, Any], where: str) -> Iterator[_Span]:
@@ -158,29 +322,36 @@ def _spans(document: Mapping[str, Any], where: str) -> Iterator[_Span]:
                 span_at = f"{at}.scopeSpans[{s}].spans[{n}]"
                 if not isinstance(span, Mapping):
                     raise TraceFormatError(f"{where}: {span_at}: must be an object")
-                attributes = _attributes(span.get("attributes"), f"{where}: {span_at}.attributes")
-                events = []
-                for e, event in enumerate(span.get("events") or ()):
-                    if not isinstance(event, Mapping):
-                        raise TraceFormatError(f"{where}: {span_at}.events[{e}]: must be an object")
-                    event_attributes = _attributes(event.get("attributes"), f"{where}: {span_at}.events[{e}]")
-                    events.append((str(event.get("name") or ""), event_attributes))
-                if not any(key.startswith("gen_ai.") or key in _EXAMPLE_KEYS for key in attributes) and not any(
-                    name.startswith("gen_ai.") for name, _ in events
-                ):
-                    continue  # not a model call, nor the span that names the example
-                trace = span.get("traceId")
-                if not isinstance(trace, str) or not trace:
-                    raise TraceFormatError(f"{where}: {span_at}.traceId: a GenAI span needs its trace id")
-                yield _Span(
-                    where=f"{where}: {span_at}",
-                    trace=trace[:128],
-                    start=_nanos(span.get("startTimeUnixNano"), f"{where}: {span_at}.startTimeUnixNano"),
-                    end=_nanos(span.get("endTimeUnixNano"), f"{where}: {span_at}.endTimeUnixNano"),
-                    attributes=attributes,
-                    events=events,
-                    resource=resource_attributes,
-                )
+                made = _span(span, resource_attributes, where, span_at)
+                if made is not None:
+                    yield made
+
+
+def _span(span: Mapping[str, Any], resource: dict[str, Any], where: str, span_at: str) -> _Span | None:
+    """One span of the export; ``None`` for one that is neither a model call nor names the example."""
+    attributes = _attributes(span.get("attributes"), f"{where}: {span_at}.attributes")
+    events = []
+    for e, event in enumerate(span.get("events") or ()):
+        if not isinstance(event, Mapping):
+            raise TraceFormatError(f"{where}: {span_at}.events[{e}]: must be an object")
+        event_attributes = _attributes(event.get("attributes"), f"{where}: {span_at}.events[{e}]")
+        events.append((str(event.get("name") or ""), event_attributes))
+    if not any(key.startswith("gen_ai.") or key in _EXAMPLE_KEYS for key in attributes) and not any(
+        name.startswith("gen_ai.") for name, _ in events
+    ):
+        return None
+    trace = span.get("traceId")
+    if not isinstance(trace, str) or not trace:
+        raise TraceFormatError(f"{where}: {span_at}.traceId: a GenAI span needs its trace id")
+    return _Span(
+        where=f"{where}: {span_at}",
+        trace=trace[:128],
+        start=_nanos(span.get("startTimeUnixNano"), f"{where}: {span_at}.startTimeUnixNano"),
+        end=_nanos(span.get("endTimeUnixNano"), f"{where}: {span_at}.endTimeUnixNano"),
+        attributes=attributes,
+        events=events,
+        resource=resource,
+    )
 
 
 def _attributes(value: object, where: str) -> dict[str, Any]:
@@ -239,62 +410,49 @@ def _nanos(value: object, where: str) -> int:
 
 
 def _conversation(path: Path, trace_id: str, trace: _Trace) -> ImportedConversation | None:
-    calls = []
-    for span in sorted(trace.spans, key=lambda item: (item.start, item.end)):
-        messages = _span_messages(span)
-        if messages is not None:
-            calls.append((span, messages))
-    if not calls:
+    if trace.last is None:
         return None
-    last, (inputs, outputs, finish) = calls[-1]
+    _, last, (inputs, outputs, finish) = trace.last
     where = f"{path} trace {trace_id}"
     messages = check_messages([*inputs, *outputs], where, f"{last.where}: messages")
     attributes = {**last.resource, **last.attributes}
-    example = next((span_attr for key in _EXAMPLE_KEYS if (span_attr := _first(trace, key)) is not None), None)
+    example = next((value for key in _EXAMPLE_KEYS if (value := trace.first(key)) is not None), None)
     reasons = last.attributes.get("gen_ai.response.finish_reasons")
     if finish is None and isinstance(reasons, list) and reasons:
         finish = str(reasons[0])
     metadata = {
-        key: value for key, value in attributes.items() if key.startswith("gen_ai.") and isinstance(value, str | int)
+        key: value
+        for key, value in attributes.items()
+        if key.startswith("gen_ai.") and isinstance(value, str | int) and not _message_key(key)
     }
-    metadata = {key: value for key, value in metadata.items() if not key.startswith(("gen_ai.input", "gen_ai.output"))}
-    metadata = {key: value for key, value in metadata.items() if key not in ("gen_ai.prompt", "gen_ai.completion")}
     return ImportedConversation(
         source=where,
         messages=messages,
         prompt_count=prompt_count(messages, where),
-        conversation_id=optional_text(_first(trace, "gen_ai.conversation.id") or trace_id, f"{where}: conversation"),
+        conversation_id=optional_text(trace.first("gen_ai.conversation.id") or trace_id, f"{where}: conversation"),
         example_id=optional_text(example, f"{where}: example_id"),
         model=optional_text(
             attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model"), f"{where}: model"
         ),
         system=optional_text(attributes.get("gen_ai.system") or attributes.get("gen_ai.provider.name"), where),
         finish_reason=optional_text(finish, f"{where}: finish_reason", 64),
-        input_tokens=_usage(trace, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-        output_tokens=_usage(trace, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-        started_at=min(span.start for span in trace.spans) / 1e9 or None,
-        ended_at=max(span.end for span in trace.spans) / 1e9 or None,
+        input_tokens=trace.input_tokens,
+        output_tokens=trace.output_tokens,
+        started_at=(trace.started or 0) / 1e9 or None,
+        ended_at=(trace.ended or 0) / 1e9 or None,
         metadata=bounded_metadata({key: metadata[key] for key in sorted(metadata)[:64]}, where),
     )
 
 
-def _first(trace: _Trace, key: str) -> Any:
-    for span in trace.spans:
-        if span.attributes.get(key) is not None:
-            return span.attributes[key]
-    for span in trace.spans:
-        if span.resource.get(key) is not None:
-            return span.resource[key]
-    return None
+def _message_key(key: str) -> bool:
+    """Whether an attribute holds a call's messages (never metadata: the messages are read from it)."""
+    return key.startswith(("gen_ai.input", "gen_ai.output")) or key in ("gen_ai.prompt", "gen_ai.completion")
 
 
-def _usage(trace: _Trace, *keys: str) -> int:
-    total = 0
-    for span in trace.spans:
-        value = next((span.attributes[key] for key in keys if key in span.attributes), 0)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**40:
-            total += value
-    return total
+def _usage(span: _Span, *keys: str) -> int:
+    """A span's token count under the first of ``keys`` it has; 0 for none, or for one out of range."""
+    value = next((span.attributes[key] for key in keys if key in span.attributes), 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**40 else 0
 
 
 def _span_messages(span: _Span) -> tuple[list[Any], list[Any], str | None] | None:
