@@ -7,15 +7,11 @@ the test writes: the prompts the server receives and every sample's scores are c
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("inspect_ai", reason="pip install 'benchmax[inspect-ai]'")
-sys.path.insert(0, str(Path(__file__).parents[1] / "runner" / "support"))
-sys.path.insert(0, str(Path(__file__).parent))
-
 import inspect_scripted  # noqa: F401 (registers the "scripted" Inspect model provider)
 from runkit import cli_env, run_cli
 
