@@ -1,21 +1,33 @@
 """Procedural reasoning tasks from the ``reasoning-gym`` package, scored by its own scorers.
 
-The env is benchmax's reasoning-gym adapter (the ``reasoning-gym:TASK`` spec) with one
-task chosen by name: ``train`` and ``eval`` come from two different seeds derived from
-``seed`` (hashed, so the splits' generator streams do not overlap), ``train`` drops any
-question that also occurs in ``eval``, and the text inside the last
-``<answer>...</answer>`` is scored with the package's ``score_answer``.
+``reasoning-gym`` generates puzzles (arithmetic, countdown, word sorting, …) from
+a seed and grades answers with a scorer written for each task. This env picks
+one task by name, builds ``train`` and ``eval`` from two different seeds derived
+from ``seed`` (hashed, so the splits' generator streams do not overlap), drops from
+``train`` any question that also occurs in ``eval``, and scores the text inside
+the last ``<answer>…</answer>`` with the package's ``score_answer``.
 
     benchmax eval examples/reasoning_gym --env-arg task=countdown --env-arg size=32
-    benchmax eval reasoning-gym:countdown --env-arg size=32      # the same env, as a spec
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import functools
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from benchmax import adapters
+import reasoning_gym
+from reasoning_gym.utils import SYSTEM_PROMPTS, extract_answer
+
+from benchmax.envs import BaseEnv, BaseRollout, DatasetSplit, ListDataset
+from benchmax.rewards import extract_completion_text, run_sync
+
+logger = logging.getLogger(__name__)
 
 TASKS = (
     "basic_arithmetic",
@@ -30,13 +42,33 @@ TASKS = (
 """Tasks this example is tested with: they generate offline in well under a second per
 64 examples (countdown: ~3 s) and their scorers accept their own reference answers."""
 
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
-class ReasoningGymEnv(adapters.ReasoningGymEnv):
+
+def split_seed(seed: int, split: DatasetSplit) -> int:
+    """The generator seed of one split: a hash of (seed, split), far from every other.
+
+    reasoning-gym seeds item ``i`` with ``Random(seed + i)``, so seeds that differ
+    by less than the dataset size would share items; hashed seeds 2**32 apart
+    at random do not (in practice).
+    """
+    digest = hashlib.sha256(f"benchmax-reasoning-gym:{seed}:{split}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+@functools.cache
+def _scorer(task: str) -> Callable[[str | None, dict[str, Any]], float]:
+    return reasoning_gym.get_score_answer_fn(task)
+
+
+class ReasoningGymEnv(BaseEnv):
     """One ``reasoning-gym`` task: ``task`` (a registered name), ``seed``, ``size`` per split.
 
     ``config`` passes task options through to the generator (for example
     ``{"min_terms": 2, "max_terms": 3}`` for ``basic_arithmetic``).
     """
+
+    max_turns = 1
 
     def __init__(
         self,
@@ -47,5 +79,68 @@ class ReasoningGymEnv(adapters.ReasoningGymEnv):
         config: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(tasks=(task,), seed=seed, size=size, config=config, **kwargs)
+        super().__init__(**kwargs)
+        if task not in reasoning_gym.factory.DATASETS:
+            known = ", ".join(TASKS)
+            raise ValueError(
+                f"unknown reasoning-gym task {task!r}; tested ones: {known} "
+                f"(all {len(reasoning_gym.factory.DATASETS)}: reasoning_gym.factory.DATASETS)"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a positive int, got {size!r}")
         self.task = task
+        self.seed = seed
+        self.size = size
+        self.config = dict(config or {})
+
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> ListDataset:
+        # Generation is CPU work (countdown searches for solvable targets): keep it off the loop.
+        rows = await asyncio.to_thread(self._generate, split, max_examples)
+        return ListDataset(rows)
+
+    def _entries(self, split: DatasetSplit) -> Iterator[dict[str, Any]]:
+        generator = reasoning_gym.create_dataset(
+            self.task, seed=split_seed(self.seed, split), size=self.size, **self.config
+        )
+        # Item i depends only on (seed, i), so reading a prefix gives the same items.
+        return (generator[index] for index in range(self.size))
+
+    def _generate(self, split: DatasetSplit, max_examples: int | None) -> list[dict[str, Any]]:
+        wanted = self.size if max_examples is None else min(max_examples, self.size)
+        held_out = {entry["question"] for entry in self._entries("eval")} if split == "train" else set()
+        rows: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for entry in self._entries(split):
+            if len(rows) >= wanted:
+                break
+            question = entry["question"]
+            if question in seen or question in held_out:
+                continue
+            seen.add(question)
+            rows.append(
+                {
+                    "prompt_messages": [
+                        {"role": "system", "content": SYSTEM_PROMPTS["default"]},
+                        {"role": "user", "content": question},
+                    ],
+                    "task": self.task,
+                    "entry": {"question": question, "answer": entry["answer"], "metadata": entry["metadata"]},
+                }
+            )
+        if split == "train" and len(rows) < wanted:
+            logger.warning(
+                "%s train: %d of %d examples left after removing eval questions", self.task, len(rows), wanted
+            )
+        return rows
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        text = extract_completion_text(rollout.messages)
+        answer = extract_answer(text)  # the package's own extractor: last <answer>…</answer>
+        task = rollout.example_args["task"]
+        entry = rollout.example_args["entry"]
+        score = await run_sync(_scorer(task), answer, entry)
+        return {"correct": float(score), "format": float(len(_ANSWER_TAG.findall(text)) == 1)}

@@ -100,7 +100,7 @@ async def test_task_options_reach_the_generator(load_example, example_dir):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"task": "no_such_task"}, r"unknown reasoning-gym task\(s\) no_such_task; the installed package has"),
+        ({"task": "no_such_task"}, r"unknown reasoning-gym task 'no_such_task'; tested ones: basic_arithmetic"),
         ({"seed": -1}, "seed must be a non-negative int"),
         ({"size": 0}, "size must be a positive int"),
     ],
