@@ -140,3 +140,18 @@ def test_a_multi_step_env_is_refused_before_any_rollout(tmp_path):
         assert not server.requests
     assert result.returncode == 2, result.stdout
     assert "multi-step episode" in " ".join(result.stdout.split())
+
+
+async def test_rows_are_read_from_a_parquet_file_in_the_data_directory(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet", reason="pip install 'benchmax[export]'")
+    import pyarrow
+
+    from benchmax.loading import EnvSpec
+
+    pq.write_table(pyarrow.Table.from_pylist(GSM8K_ROWS[:3]), tmp_path / "validation.parquet")
+    env = EnvSpec("skyrl-gym:gsm8k").load()
+    dataset = await env.create_dataset("eval", tmp_path)
+    assert [example.payload["prompt_messages"] for example in dataset] == [row["prompt"] for row in GSM8K_ROWS[:3]]
+    missing = r"no train rows in .*\(train.jsonl\|.parquet\); pass --env-arg rows=FILE"
+    with pytest.raises(FileNotFoundError, match=missing):
+        await env.create_dataset("train", tmp_path)
