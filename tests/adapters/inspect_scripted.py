@@ -7,6 +7,7 @@ httpx instead, so ``inspect_ai.eval`` is the runner on one side of the compariso
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -30,13 +31,21 @@ class ScriptedAPI(ModelAPI):
         **model_args: Any,
     ) -> None:
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, api_key_vars=[], config=config)
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def max_connections(self) -> int:
+        return 64
 
     async def generate(self, input: list[ChatMessage], tools: Any, tool_choice: Any, config: GenerateConfig) -> Any:
         body: dict[str, Any] = {"model": self.model_name, "messages": [openai_message(m) for m in input]}
         if config.max_tokens is not None:
             body["max_tokens"] = config.max_tokens
-        async with httpx.AsyncClient(timeout=60) as client:
-            reply = await client.post(f"{self.base_url}/chat/completions", json=body)
+        if self._client is None or self._loop is not asyncio.get_running_loop():
+            # One connection pool per eval (Inspect may keep the model object from one eval to the next).
+            self._client = httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64))
+            self._loop = asyncio.get_running_loop()
+        reply = await self._client.post(f"{self.base_url}/chat/completions", json=body)
         reply.raise_for_status()
         choice = reply.json()["choices"][0]
         stop = "max_tokens" if choice.get("finish_reason") == "length" else "stop"

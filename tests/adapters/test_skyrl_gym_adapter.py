@@ -155,3 +155,24 @@ async def test_rows_are_read_from_a_parquet_file_in_the_data_directory(tmp_path)
     missing = r"no train rows in .*\(train.jsonl\|.parquet\); pass --env-arg rows=FILE"
     with pytest.raises(FileNotFoundError, match=missing):
         await env.create_dataset("train", tmp_path)
+
+
+def test_validate_and_rescore_take_a_skyrl_gym_spec(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "eval"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in GSM8K_ROWS))
+    checked = run_cli("validate", "skyrl-gym:gsm8k", "--data-dir", data, env=cli_env())
+    assert checked.returncode == 0, checked.stdout
+    with ScriptedServer(policy) as server:
+        ran = run_cli(
+            "eval", "skyrl-gym:gsm8k", "--data-dir", data, "--base-url", server.base_url, "--model", "scripted",
+            "--run-dir", tmp_path / "run", env=cli_env(),
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout
+    rescored = run_cli("rescore", tmp_path / "run", "--run-dir", tmp_path / "again", env=cli_env())
+    assert rescored.returncode == 0, rescored.stdout
+    with open_run(tmp_path / "run") as first, open_run(tmp_path / "again") as again:
+        before = {r.example_id: r.rewards for r in first.rollouts()}
+        after = {r.example_id: r.rewards for r in again.rollouts()}
+    assert after == before and sorted(v["reward"] for v in before.values()) == [0.0, 0.0, 1.0, 1.0, 1.0]
