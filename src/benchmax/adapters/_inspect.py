@@ -104,6 +104,8 @@ class InspectEnv(BaseEnv):
 
     def __init__(self, **task_args: Any) -> None:
         super().__init__()
+        if not hasattr(self, "target"):
+            raise EnvSpecError("InspectEnv is made from a spec: load inspect:PATH.py@TASK (benchmax.loading.EnvSpec)")
         require("inspect_ai", self.spec)
         self._task = _load_task(self.target, task_args, self.spec)
         self._solvers = _solver_steps(self._task)
