@@ -3,7 +3,8 @@
 envs (the contract) <- client <- engine <- runner <- faces (cli, train, inspector); rewards and
 tools sit beside the contract for env code; store is beside the runner and the inspector reads
 only the store. Loading an env (loading), a served env and its wire format (remote) and Hugging
-Face datasets (hf) sit on the contract; the shipped envs (harbor, rag) are env code like anyone's.
+Face datasets (hf) sit on the contract, and so do other frameworks' envs (adapters, which loading
+hands ``inspect:``, ``reasoning-gym:``, ... specs to); the shipped envs (harbor, rag) are env code like anyone's.
 Every import in ``src/benchmax`` is checked, lazy ones inside functions included, with no
 exceptions list: no import against the flow, and no private name (``_module`` or ``_name``)
 imported from another package.
@@ -26,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
     "remote": {"envs", "auth", "bounded", "errors"},
-    "loading": {"envs", "remote", "errors"},
+    "adapters": {"envs", "rewards", "errors"},
+    "loading": {"envs", "remote", "adapters", "errors"},
     "hf": {"envs", "errors"},
     "telemetry": {"envs", "errors"},
     "client": {"envs", "auth", "bounded", "telemetry", "errors"},

@@ -1,4 +1,5 @@
-"""Loading an env from what a user types: a file, a module, a directory, an installed package or a URL.
+"""Loading an env from what a user types: a file, a module, a directory, an installed package, a URL,
+or another framework's env (``inspect:``, ``reasoning-gym:``, ...).
 
 Every face (eval, validate, train, rescore, serve, the trainer adapters, Ray workers) turns a spec into an
 env class and its examples here; the contract in :mod:`benchmax.envs` knows nothing of specs, files or
@@ -9,6 +10,7 @@ from benchmax.loading._packages import ENTRY_POINT_GROUP, InstalledEnv, installe
 from benchmax.loading._specs import (
     EnvSpec,
     ExampleStream,
+    adapter_name,
     collect_examples,
     data_directories,
     data_directory,
@@ -24,6 +26,7 @@ __all__ = [
     "EnvSpec",
     "ExampleStream",
     "InstalledEnv",
+    "adapter_name",
     "collect_examples",
     "data_directories",
     "data_directory",

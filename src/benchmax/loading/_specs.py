@@ -5,7 +5,9 @@ adapters, Ray workers): a spec is a file (``path/env.py[:Class]``), a module
 (``package.module:Class``), a directory holding ``env.py`` (or 0.2.x's
 ``main.py``), the name of an installed env package (its ``benchmax.envs``
 entry point), or ``http(s)://HOST:PORT``: an env served by ``benchmax serve``,
-driven through a :class:`RemoteEnv` proxy. Env code is loaded from the local
+driven through a :class:`RemoteEnv` proxy, or another framework's env
+(``inspect:``, ``reasoning-gym:``, ``verifiers:``, ``skyrl-gym:``: see
+:mod:`benchmax.adapters`). Env code is loaded from the local
 file system and installed packages only; a spec is never fetched (a served env
 runs on its server).
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax.adapters import adapter_directory, adapter_env_class, adapter_env_name, is_adapter_spec
 from benchmax.envs import (
     BaseEnv,
     DatasetError,
@@ -64,6 +67,8 @@ class EnvSpec:
     @property
     def directory(self) -> Path | None:
         """The env's own directory: the default ``base_dir`` for its data files."""
+        if self.adapter:
+            return adapter_directory(self.spec)
         installed = self.installed()
         if installed is not None:
             origin = installed.source_file()
@@ -75,6 +80,8 @@ class EnvSpec:
 
     def installed(self) -> InstalledEnv | None:
         """The installed env package this spec names, or ``None`` (a file, directory or module)."""
+        if self.adapter:
+            return None
         name, version = self._name()
         if name is None:
             return None
@@ -128,7 +135,14 @@ class EnvSpec:
         """Whether the spec names an env served over HTTP (``benchmax serve``)."""
         return is_remote_spec(self.spec)
 
+    @property
+    def adapter(self) -> bool:
+        """Whether the spec names another framework's env (``inspect:PATH.py@TASK``, ``reasoning-gym:TASK``, ...)."""
+        return is_adapter_spec(self.spec)
+
     def load_class(self) -> type[Environment[Any, Any]]:
+        if self.adapter:
+            return adapter_env_class(self.spec)
         if self.remote:
             return remote_env_class(self.spec)
         if _URL.match(self.spec):
@@ -187,6 +201,11 @@ class EnvSpec:
             return cls(**dict(self.kwargs))
         except TypeError as exc:
             raise EnvSpecError(f"cannot construct {cls.__name__}(**{dict(self.kwargs)!r}): {exc}") from exc
+
+
+def adapter_name(spec: str) -> str | None:
+    """The run name of another framework's env (``inspect:evals/arith.py@addition`` -> ``addition``), else ``None``."""
+    return adapter_env_name(spec) if is_adapter_spec(spec) else None
 
 
 def load_env(

@@ -12,6 +12,7 @@ from benchmax.auth import BasicAuth, redact_url, split_credentials
 from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
+from benchmax.loading import adapter_name
 from benchmax.mix import MixSpec
 
 EMBEDDED = "embedded"
@@ -212,6 +213,9 @@ def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") ->
 def env_name(env: str) -> str:
     """The env's own name, from the spec that names it (see :func:`default_run_dir`); a mixture
     names each of its envs by it unless told another name."""
+    adapted = adapter_name(env)
+    if adapted is not None:
+        return adapted
     spec = redact_url(env).rstrip("/").split("@", 1)[0]
     head = spec.rsplit(":", 1)[0] if ":" in spec and not Path(spec).exists() else spec
     path = Path(head)
