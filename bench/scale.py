@@ -166,11 +166,27 @@ def _window_rate(samples: list[tuple[float, float | None, int | None]], low: int
     return (last_n - first_n) / (end - start)
 
 
+MIX_NAMES = "abcdefghij"
+
+
+def env_args(examples: int, mix: int) -> list[object]:
+    """``benchmax eval``'s env arguments: the scenario alone, or a mixture of ``mix`` copies of it
+    (named a, b, c, ...) sharing ``examples`` between them."""
+    if not mix:
+        return ["bench/scenario.py:AddEnv", "--env-arg", f"examples={examples}"]
+    names = MIX_NAMES[:mix]
+    result: list[object] = [f"{name}=bench/scenario.py:AddEnv" for name in names]
+    for position, name in enumerate(names):
+        share = examples // mix + (1 if position < examples % mix else 0)
+        result += ["--env-arg", f"{name}:examples={share}"]
+    return result
+
+
 def build(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[str, Any]) -> None:
     """The run through ``benchmax eval``, stopped just before its end and resumed."""
     n = args.rollouts
     eval_args = [
-        "eval", "bench/scenario.py:AddEnv", "--env-arg", f"examples={n // GROUP}", "--group-size", GROUP,
+        "eval", *env_args(n // GROUP, args.mix), "--group-size", GROUP,
         "--concurrency", args.concurrency, "--base-url", base_url, "--run-dir", run_dir,
     ]  # fmt: skip
     stop_at = n - max(4 * args.concurrency, n // 50)
@@ -265,7 +281,7 @@ def _get(url: str) -> float:
     return time.perf_counter() - clock
 
 
-def inspector_calls(run_dir: Path, compare_with: Path | None) -> dict[str, str]:
+def inspector_calls(run_dir: Path, compare_with: Path | None, mix: int = 0) -> dict[str, str]:
     conn = sqlite3.connect(f"{(run_dir / 'run.sqlite').resolve().as_uri()}?mode=ro", uri=True)
     try:
         groups = conn.execute("SELECT COUNT(*) FROM groups").fetchone()[0]
@@ -300,13 +316,18 @@ def inspector_calls(run_dir: Path, compare_with: Path | None) -> dict[str, str]:
         "group": f"{api}/groups/{quote(group_id, safe='')}",
         "rollout": f"{api}/rollouts/{quote(group_id + '#2', safe='')}",
     }
+    if mix:
+        env = MIX_NAMES[mix - 1]
+        calls["rollouts of one env"] = f"{api}/rollouts?env={env}&limit=50"
+        calls["examples of one env"] = f"{api}/examples?env={env}&limit=50"
+        calls["groups of one env"] = f"{api}/groups?env={env}&limit=50"
     if compare_with is not None:
         calls["compare with the rescored run"] = f"/api/compare?a={run}&b={quote(compare_with.name, safe='')}&limit=50"
     return calls
 
 
 def inspector(args: argparse.Namespace, root: Path, run_dir: Path, figures: dict[str, Any]) -> None:
-    calls = inspector_calls(run_dir, figures.get("rescored_dir") and Path(figures["rescored_dir"]))
+    calls = inspector_calls(run_dir, figures.get("rescored_dir") and Path(figures["rescored_dir"]), args.mix)
     results: dict[str, dict[str, float]] = {}
     shared = None
     try:
@@ -536,6 +557,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rollouts", type=int, default=200_000, help="rollouts in the big run (a multiple of 4)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/bmx-scale"), help="where runs and logs go")
     parser.add_argument("--concurrency", type=int, default=256, help="rollouts in flight during eval")
+    parser.add_argument(
+        "--mix", type=int, default=0, help="build the big run as a mixture of this many scenario envs (0: one env)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="warm calls per inspector call; resume repeats")
     parser.add_argument("--workers", type=int, default=None, help="rescore worker processes (default: rescore's)")
     parser.add_argument("--judge-rollouts", type=int, default=8_000)
@@ -572,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     SRC = args.src.resolve()
     args.root.mkdir(parents=True, exist_ok=True)
     runs = args.root / "runs"
-    run_dir = runs / f"scale-{args.rollouts}"
+    run_dir = runs / (f"scale-mix{args.mix}-{args.rollouts}" if args.mix else f"scale-{args.rollouts}")
     figures: dict[str, Any] = {"rollouts": args.rollouts}
     if args.reuse and (run_dir / "run.sqlite").exists():
         args.skip.add("build")
