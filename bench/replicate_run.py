@@ -104,8 +104,8 @@ def replicate(source: Path, target: Path, times: int) -> None:
             (offset, shift, shift, rollouts),
         )
         conn.execute(
-            "INSERT INTO example_figures SELECT m.new, f.idx + ?, f.rollouts, f.failed, f.passed, f.reward_sum, f.groups"
-            " FROM example_figures AS f JOIN temp.map AS m ON m.old = f.example_id",
+            "INSERT INTO example_figures SELECT m.new, f.idx + ?, f.rollouts, f.failed, f.passed, f.reward_sum,"
+            " f.groups FROM example_figures AS f JOIN temp.map AS m ON m.old = f.example_id",
             (offset,),
         )
         conn.execute(
