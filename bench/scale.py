@@ -358,7 +358,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def exports(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) -> None:
     n = figures["rollouts"]
-    for fmt in ("jsonl", "parquet"):
+    for fmt in args.export_formats.split(","):
         output = args.root / f"export.{fmt}"
         watched = Watched(_cli("export", run_dir, "--format", fmt, "--output", output), args.root / f"export-{fmt}.log")
         if watched.wait() != 0:
@@ -576,6 +576,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip", default="", help="comma-separated steps to skip: rescore,judge,inspector,export,stall"
     )
+    parser.add_argument("--export-formats", default="jsonl,parquet", help="the export step's formats, comma-separated")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--src", type=Path, default=SRC, help="the benchmax source tree to measure (default: this one)")
     parser.add_argument("--smoke", action="store_true", help="tiny: CI's check that every step runs")
