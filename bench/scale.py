@@ -91,6 +91,9 @@ class Watched:
         self.peak_rss_mb = 0.0
         self.peak_anon_mb = 0.0
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        """User and system CPU of the process and the children it waited for (less disturbed by
+        other jobs on the machine than ``seconds``)."""
         self.returncode: int | None = None
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -124,6 +127,7 @@ class Watched:
                 raise RuntimeError(f"{self.process.args} ran past {timeout}s")
             time.sleep(0.01)
         self.seconds = time.perf_counter() - self.started
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
         self._thread.join()
         self.returncode = os.waitstatus_to_exitcode(status)
         self.process.returncode = self.returncode
@@ -244,14 +248,17 @@ def _rss_profile(samples: list[tuple[float, float | None, int | None]], n: int) 
 def resume_nothing(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[str, Any]) -> None:
     # the server's URL is given: a --reuse'd run recorded the port of an earlier fake server
     times = []
+    cpu = []
     for _ in range(args.repeats):
         command = _cli("eval", "--resume", run_dir, "--no-progress", "--base-url", base_url)
         watched = Watched(command, args.root / "resume-nothing.log")
         if watched.wait() != 0:
             raise RuntimeError(f"resume exited {watched.returncode}: see {args.root / 'resume-nothing.log'}")
         times.append(watched.seconds)
+        cpu.append(watched.cpu_seconds)
     figures["resume_nothing_to_do_s"] = round(min(times), 2)
     figures["resume_nothing_to_do_all_s"] = [round(t, 2) for t in times]
+    figures["resume_nothing_to_do_cpu_s"] = [round(t, 2) for t in cpu]
 
 
 def _inspector(run_dir: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
@@ -365,6 +372,7 @@ def exports(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) ->
             raise RuntimeError(f"export {fmt} exited {watched.returncode}")
         figures[f"export_{fmt}"] = {
             "seconds": round(watched.seconds, 2),
+            "cpu_seconds": round(watched.cpu_seconds, 2),
             "rollouts_per_s": round(n / watched.seconds),
             "peak_rss_mb": round(watched.peak_rss_mb, 1),
             "peak_anon_mb": round(watched.peak_anon_mb, 1),
@@ -495,7 +503,8 @@ def report(figures: dict[str, Any]) -> str:
         rows.append(
             (
                 "resume (finished run): to 'nothing to do'",
-                f"{figures['resume_nothing_to_do_s']} s (best of {len(figures['resume_nothing_to_do_all_s'])})",
+                f"{figures['resume_nothing_to_do_s']} s (best of {len(figures['resume_nothing_to_do_all_s'])});"
+                f" CPU {figures.get('resume_nothing_to_do_cpu_s')} s",
             )
         )
     if "store_bytes_per_rollout" in figures:
@@ -511,7 +520,8 @@ def report(figures: dict[str, Any]) -> str:
             rows.append(
                 (
                     f"export {fmt}",
-                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, peak RSS {item['peak_rss_mb']} MB,"
+                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, CPU {item.get('cpu_seconds')} s,"
+                    f" peak RSS {item['peak_rss_mb']} MB,"
                     f" of which not the mapped run file {item['peak_anon_mb']} MB)",
                 )
             )
