@@ -131,12 +131,10 @@ class PackedExamples(Sequence[Example[Any]]):
         self._payloads.append(packed)
         if self._envs is not None:
             self._envs.append(example.env)
-        if self._digest is not None:
-            if packed.__class__ is not bytes:
-                self._digest = None
-            else:
-                self._digest.update(f"\0{example.id}\0{example.env or ''}\0".encode(errors="surrogatepass"))
-                self._digest.update(packed)  # type: ignore[arg-type]
+        if packed.__class__ is bytes:
+            self._extend_digest(f"\0{example.id}\0{example.env or ''}\0".encode(errors="surrogatepass"), packed)
+        else:
+            self._digest = None
 
     def add_row(self, row: dict[str, Any], *, index: int) -> None:
         """Add the payload ``row`` (item ``index`` of a dataset) under its content id. A plain
@@ -154,9 +152,7 @@ class PackedExamples(Sequence[Example[Any]]):
                 self._payloads.append(packed)
                 if self._envs is not None:
                     self._envs.append(None)
-                if self._digest is not None:
-                    self._digest.update(b"\0\0\0")
-                    self._digest.update(packed)
+                self._extend_digest(b"\0\0\0", packed)
                 return
         try:
             example_id, plain = identify(row)
@@ -167,12 +163,10 @@ class PackedExamples(Sequence[Example[Any]]):
         self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
         if self._envs is not None:
             self._envs.append(None)
-        if self._digest is not None:
-            if packed.__class__ is bytes:
-                self._digest.update(f"\0{example_id}\0\0".encode())
-                self._digest.update(packed)
-            else:
-                self._digest = None
+        if packed.__class__ is bytes:
+            self._extend_digest(f"\0{example_id}\0\0".encode(), packed)  # type: ignore[arg-type]
+        else:
+            self._digest = None
 
     def id_at(self, index: int) -> str:
         """The id of example ``index`` (named now if it was not yet)."""
@@ -184,7 +178,25 @@ class PackedExamples(Sequence[Example[Any]]):
     def content_digest(self) -> str | None:
         """SHA-256 of every example as added (ids given, envs, payloads as JSON), in order; ``None``
         when a payload is not held as JSON."""
-        return None if self._digest is None else self._digest.hexdigest()
+        digest = self._digest
+        return digest if digest is None or isinstance(digest, str) else digest.hexdigest()
+
+    def _extend_digest(self, head: bytes, packed: bytes) -> None:
+        digest = self._digest
+        if digest is None:
+            return
+        if isinstance(digest, str):  # finished (an unpickled copy): what is added now is not in it
+            self._digest = None
+            return
+        digest.update(head)
+        digest.update(packed)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # a hash object does not pickle: a copy carries the digest so far, finished
+        return self._ids, self._payloads, self._envs, self.content_digest()
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._ids, self._payloads, self._envs, self._digest = state
 
     @property
     def ids(self) -> Sequence[str]:
