@@ -91,6 +91,9 @@ class Watched:
         self.peak_rss_mb = 0.0
         self.peak_anon_mb = 0.0
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        """User and system CPU of the process and the children it waited for (less disturbed by
+        other jobs on the machine than ``seconds``)."""
         self.returncode: int | None = None
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -124,6 +127,7 @@ class Watched:
                 raise RuntimeError(f"{self.process.args} ran past {timeout}s")
             time.sleep(0.01)
         self.seconds = time.perf_counter() - self.started
+        self.cpu_seconds = usage.ru_utime + usage.ru_stime
         self._thread.join()
         self.returncode = os.waitstatus_to_exitcode(status)
         self.process.returncode = self.returncode
@@ -166,11 +170,27 @@ def _window_rate(samples: list[tuple[float, float | None, int | None]], low: int
     return (last_n - first_n) / (end - start)
 
 
+MIX_NAMES = "abcdefghij"
+
+
+def env_args(examples: int, mix: int) -> list[object]:
+    """``benchmax eval``'s env arguments: the scenario alone, or a mixture of ``mix`` copies of it
+    (named a, b, c, ...) sharing ``examples`` between them."""
+    if not mix:
+        return ["bench/scenario.py:AddEnv", "--env-arg", f"examples={examples}"]
+    names = MIX_NAMES[:mix]
+    result: list[object] = [f"{name}=bench/scenario.py:AddEnv" for name in names]
+    for position, name in enumerate(names):
+        share = examples // mix + (1 if position < examples % mix else 0)
+        result += ["--env-arg", f"{name}:examples={share}"]
+    return result
+
+
 def build(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[str, Any]) -> None:
     """The run through ``benchmax eval``, stopped just before its end and resumed."""
     n = args.rollouts
     eval_args = [
-        "eval", "bench/scenario.py:AddEnv", "--env-arg", f"examples={n // GROUP}", "--group-size", GROUP,
+        "eval", *env_args(n // GROUP, args.mix), "--group-size", GROUP,
         "--concurrency", args.concurrency, "--base-url", base_url, "--run-dir", run_dir,
     ]  # fmt: skip
     stop_at = n - max(4 * args.concurrency, n // 50)
@@ -228,14 +248,17 @@ def _rss_profile(samples: list[tuple[float, float | None, int | None]], n: int) 
 def resume_nothing(args: argparse.Namespace, run_dir: Path, base_url: str, figures: dict[str, Any]) -> None:
     # the server's URL is given: a --reuse'd run recorded the port of an earlier fake server
     times = []
+    cpu = []
     for _ in range(args.repeats):
         command = _cli("eval", "--resume", run_dir, "--no-progress", "--base-url", base_url)
         watched = Watched(command, args.root / "resume-nothing.log")
         if watched.wait() != 0:
             raise RuntimeError(f"resume exited {watched.returncode}: see {args.root / 'resume-nothing.log'}")
         times.append(watched.seconds)
+        cpu.append(watched.cpu_seconds)
     figures["resume_nothing_to_do_s"] = round(min(times), 2)
     figures["resume_nothing_to_do_all_s"] = [round(t, 2) for t in times]
+    figures["resume_nothing_to_do_cpu_s"] = [round(t, 2) for t in cpu]
 
 
 def _inspector(run_dir: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
@@ -265,7 +288,7 @@ def _get(url: str) -> float:
     return time.perf_counter() - clock
 
 
-def inspector_calls(run_dir: Path, compare_with: Path | None) -> dict[str, str]:
+def inspector_calls(run_dir: Path, compare_with: Path | None, mix: int = 0) -> dict[str, str]:
     conn = sqlite3.connect(f"{(run_dir / 'run.sqlite').resolve().as_uri()}?mode=ro", uri=True)
     try:
         groups = conn.execute("SELECT COUNT(*) FROM groups").fetchone()[0]
@@ -300,13 +323,18 @@ def inspector_calls(run_dir: Path, compare_with: Path | None) -> dict[str, str]:
         "group": f"{api}/groups/{quote(group_id, safe='')}",
         "rollout": f"{api}/rollouts/{quote(group_id + '#2', safe='')}",
     }
+    if mix:
+        env = MIX_NAMES[mix - 1]
+        calls["rollouts of one env"] = f"{api}/rollouts?env={env}&limit=50"
+        calls["examples of one env"] = f"{api}/examples?env={env}&limit=50"
+        calls["groups of one env"] = f"{api}/groups?env={env}&limit=50"
     if compare_with is not None:
         calls["compare with the rescored run"] = f"/api/compare?a={run}&b={quote(compare_with.name, safe='')}&limit=50"
     return calls
 
 
 def inspector(args: argparse.Namespace, root: Path, run_dir: Path, figures: dict[str, Any]) -> None:
-    calls = inspector_calls(run_dir, figures.get("rescored_dir") and Path(figures["rescored_dir"]))
+    calls = inspector_calls(run_dir, figures.get("rescored_dir") and Path(figures["rescored_dir"]), args.mix)
     results: dict[str, dict[str, float]] = {}
     shared = None
     try:
@@ -337,13 +365,14 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def exports(args: argparse.Namespace, run_dir: Path, figures: dict[str, Any]) -> None:
     n = figures["rollouts"]
-    for fmt in ("jsonl", "parquet"):
+    for fmt in args.export_formats.split(","):
         output = args.root / f"export.{fmt}"
         watched = Watched(_cli("export", run_dir, "--format", fmt, "--output", output), args.root / f"export-{fmt}.log")
         if watched.wait() != 0:
             raise RuntimeError(f"export {fmt} exited {watched.returncode}")
         figures[f"export_{fmt}"] = {
             "seconds": round(watched.seconds, 2),
+            "cpu_seconds": round(watched.cpu_seconds, 2),
             "rollouts_per_s": round(n / watched.seconds),
             "peak_rss_mb": round(watched.peak_rss_mb, 1),
             "peak_anon_mb": round(watched.peak_anon_mb, 1),
@@ -474,7 +503,8 @@ def report(figures: dict[str, Any]) -> str:
         rows.append(
             (
                 "resume (finished run): to 'nothing to do'",
-                f"{figures['resume_nothing_to_do_s']} s (best of {len(figures['resume_nothing_to_do_all_s'])})",
+                f"{figures['resume_nothing_to_do_s']} s (best of {len(figures['resume_nothing_to_do_all_s'])});"
+                f" CPU {figures.get('resume_nothing_to_do_cpu_s')} s",
             )
         )
     if "store_bytes_per_rollout" in figures:
@@ -490,7 +520,8 @@ def report(figures: dict[str, Any]) -> str:
             rows.append(
                 (
                     f"export {fmt}",
-                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, peak RSS {item['peak_rss_mb']} MB,"
+                    f"{item['rollouts_per_s']:,} rollouts/s ({item['seconds']} s, CPU {item.get('cpu_seconds')} s,"
+                    f" peak RSS {item['peak_rss_mb']} MB,"
                     f" of which not the mapped run file {item['peak_anon_mb']} MB)",
                 )
             )
@@ -536,6 +567,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rollouts", type=int, default=200_000, help="rollouts in the big run (a multiple of 4)")
     parser.add_argument("--root", type=Path, default=Path("/tmp/bmx-scale"), help="where runs and logs go")
     parser.add_argument("--concurrency", type=int, default=256, help="rollouts in flight during eval")
+    parser.add_argument(
+        "--mix", type=int, default=0, help="build the big run as a mixture of this many scenario envs (0: one env)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="warm calls per inspector call; resume repeats")
     parser.add_argument("--workers", type=int, default=None, help="rescore worker processes (default: rescore's)")
     parser.add_argument("--judge-rollouts", type=int, default=8_000)
@@ -552,6 +586,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--skip", default="", help="comma-separated steps to skip: rescore,judge,inspector,export,stall"
     )
+    parser.add_argument("--export-formats", default="jsonl,parquet", help="the export step's formats, comma-separated")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--src", type=Path, default=SRC, help="the benchmax source tree to measure (default: this one)")
     parser.add_argument("--smoke", action="store_true", help="tiny: CI's check that every step runs")
@@ -572,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     SRC = args.src.resolve()
     args.root.mkdir(parents=True, exist_ok=True)
     runs = args.root / "runs"
-    run_dir = runs / f"scale-{args.rollouts}"
+    run_dir = runs / (f"scale-mix{args.mix}-{args.rollouts}" if args.mix else f"scale-{args.rollouts}")
     figures: dict[str, Any] = {"rollouts": args.rollouts}
     if args.reuse and (run_dir / "run.sqlite").exists():
         args.skip.add("build")

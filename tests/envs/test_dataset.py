@@ -179,3 +179,22 @@ def test_a_dataset_keeps_each_examples_env_whether_read_by_index_slice_or_iterat
 def test_a_dataset_of_one_env_keeps_no_env_list():
     dataset = Dataset([{"prompt_messages": [{"role": "user", "content": str(n)}]} for n in range(3)])
     assert [example.env for example in dataset] == [None, None, None]
+
+
+def test_a_dataset_names_its_rows_when_asked_and_copies_keep_its_digest():
+    """Rows are named (content ids) only when asked; a pickled or copied dataset (an env sent to a
+    worker process) has the same examples, ids and digest of its examples."""
+    import copy
+    import pickle
+
+    from benchmax.envs import ListDataset
+
+    rows = [{"prompt_messages": [{"role": "user", "content": f"q{index}"}], "n": index} for index in range(3)]
+    dataset = ListDataset(rows)
+    digest = dataset._content_digest()
+    assert digest is not None and None in dataset._packed._ids
+    for twin in (pickle.loads(pickle.dumps(dataset)), copy.deepcopy(dataset)):
+        assert twin._content_digest() == digest
+        assert [example.id for example in twin] == [canonical_example_id(row) for row in rows]
+    assert [example.id for example in dataset] == [canonical_example_id(row) for row in rows]
+    assert ListDataset([*rows[:2], {**rows[2], "n": 9}])._content_digest() != digest

@@ -106,10 +106,15 @@ async def test_a_run_of_one_env_names_its_env_by_the_spec_it_ran(tmp_path, serve
 
 
 def _old_layout_2(make_run, path: Path) -> Path:
-    """A layout-2 run as benchmax wrote it before ``examples.env``: the column dropped."""
+    """A layout-2 run as benchmax wrote it before ``examples.env``: the column dropped (and the
+    per-env sums kept since, which came later still)."""
     make_run(path, {"e1": [{"correct": 1.0}], "e2": [{}]})
     conn = sqlite3.connect(path / "run.sqlite")
     conn.execute("INSERT INTO meta (key, value) VALUES ('env_class', '\"pkg.Old\"')")
+    for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP TABLE env_totals")
+    conn.execute("DROP TABLE env_components")
     conn.execute("DROP INDEX examples_by_env")
     conn.execute("ALTER TABLE examples DROP COLUMN env")
     conn.commit()

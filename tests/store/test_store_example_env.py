@@ -38,6 +38,10 @@ def test_the_stored_examples_carry_the_env_the_store_names(tmp_path):
 def test_a_file_without_the_env_column_reads_back_with_no_env(tmp_path):
     run_dir = _write(tmp_path / "old", [Example("q1", {"x": 1})])
     conn = sqlite3.connect(run_dir / "run.sqlite")
+    for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {trigger}")  # the per-env sums came later still
+    conn.execute("DROP TABLE env_totals")
+    conn.execute("DROP TABLE env_components")
     conn.execute("DROP INDEX examples_by_env")
     conn.execute("ALTER TABLE examples DROP COLUMN env")
     conn.commit()

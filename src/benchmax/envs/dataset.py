@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
@@ -16,7 +17,7 @@ from typing import Any, Generic, TypeVar, overload
 import orjson
 
 from benchmax.envs._errors import DatasetError, DatasetRowTypeError
-from benchmax.envs.identity import identify, is_plain_json
+from benchmax.envs.identity import identify, is_plain_json, plain_example_id
 from benchmax.envs.shared_types import Example
 
 __all__ = ["Dataset", "ListDataset", "resolve_under", "validate_max_examples"]
@@ -83,6 +84,17 @@ class Dataset(Generic[Payload]):
         packed = getattr(self, "_packed", None)
         return packed.ids if isinstance(packed, PackedExamples) else None
 
+    def _content_digest(self) -> str | None:
+        """A digest of every example (id, env and payload, in order), known without naming any
+        example: a resumed run whose dataset has the digest it started with trusts the example ids
+        it stored and reads only the examples it has left to run. ``None`` when unknown (a subclass
+        that reads its examples its own way, a payload JSON cannot hold)."""
+        cls = type(self)
+        if cls.__iter__ is not Dataset.__iter__ or cls.__getitem__ is not Dataset.__getitem__:
+            return None
+        packed = getattr(self, "_packed", None)
+        return packed.content_digest() if isinstance(packed, PackedExamples) else None
+
 
 class PackedExamples(Sequence[Example[Any]]):
     """Examples held compactly: each payload as its JSON when JSON reads it back exactly.
@@ -90,13 +102,20 @@ class PackedExamples(Sequence[Example[Any]]):
     A dict of a few strings costs ~4x its JSON as Python objects (a 250k-example
     dataset: 186 MB as objects, 69 MB packed); each read builds an equal, fresh
     payload (~1 us). Any other payload is kept as the object it is.
+
+    A payload row of plain JSON without floats is named (its content id) only when its id is
+    first asked for: a resumed run that trusts its stored ids (the content digest, kept as the
+    examples are added, is the one it started with) never names the examples it ran already.
     """
 
-    __slots__ = ("_envs", "_ids", "_payloads")
+    __slots__ = ("_digest", "_envs", "_ids", "_payloads")
 
     def __init__(self, examples: Iterable[Example[Any]] = ()) -> None:
-        self._ids: list[str] = []
+        self._ids: list[str | None] = []
+        """Each example's id; ``None`` for a plain row not named yet (:meth:`id_at` names it)."""
         self._payloads: list[bytes | _Kept] = []
+        self._digest: Any = hashlib.sha256()
+        """Of every example as added; ``None`` once a payload JSON cannot hold was added."""
         self._envs: list[str | None] | None = None
         """Each example's env, once one has an env (a mixture's); ``None`` while none has."""
         with collector_paused():
@@ -107,15 +126,34 @@ class PackedExamples(Sequence[Example[Any]]):
         """Add ``example``; ``plain``: its payload is known to be plain JSON (its id's check said so)."""
         if example.env is not None and self._envs is None:
             self._envs = [None] * len(self._ids)
+        packed = _packed(example.payload, plain=plain)
         self._ids.append(example.id)
-        self._payloads.append(_packed(example.payload, plain=plain))
+        self._payloads.append(packed)
         if self._envs is not None:
             self._envs.append(example.env)
+        if packed.__class__ is bytes:
+            self._extend_digest(f"\0{example.id}\0{example.env or ''}\0".encode(errors="surrogatepass"), packed)
+        else:
+            self._digest = None
 
     def add_row(self, row: dict[str, Any], *, index: int) -> None:
         """Add the payload ``row`` (item ``index`` of a dataset) under its content id. A plain
         row is kept only as its JSON, so it needs no copy to be safe from the caller's later
-        changes; any other is copied."""
+        changes, and is named when first asked (plain JSON without floats is its own canonical
+        form: naming it cannot fail); any other is named now (a row that cannot be named fails
+        here, at its index) and copied."""
+        if is_plain_json(row):
+            try:
+                packed = bytes(memoryview(orjson.dumps(row)))
+            except orjson.JSONEncodeError:  # a string that is not valid UTF-8: named now, which says why
+                pass
+            else:
+                self._ids.append(None)
+                self._payloads.append(packed)
+                if self._envs is not None:
+                    self._envs.append(None)
+                self._extend_digest(b"\0\0\0", packed)
+                return
         try:
             example_id, plain = identify(row)
         except ValueError as exc:
@@ -125,11 +163,52 @@ class PackedExamples(Sequence[Example[Any]]):
         self._payloads.append(packed if packed.__class__ is bytes else _Kept(dict(row)))
         if self._envs is not None:
             self._envs.append(None)
+        if packed.__class__ is bytes:
+            self._extend_digest(f"\0{example_id}\0\0".encode(), packed)  # type: ignore[arg-type]
+        else:
+            self._digest = None
+
+    def id_at(self, index: int) -> str:
+        """The id of example ``index`` (named now if it was not yet)."""
+        example_id = self._ids[index]
+        if example_id is None:
+            example_id = self._ids[index] = plain_example_id(orjson.loads(self._payloads[index]))  # type: ignore[arg-type]
+        return example_id
+
+    def content_digest(self) -> str | None:
+        """SHA-256 of every example as added (ids given, envs, payloads as JSON), in order; ``None``
+        when a payload is not held as JSON."""
+        digest = self._digest
+        return digest if digest is None or isinstance(digest, str) else digest.hexdigest()
+
+    def _extend_digest(self, head: bytes, packed: bytes) -> None:
+        digest = self._digest
+        if digest is None:
+            return
+        if isinstance(digest, str):  # finished (an unpickled copy): what is added now is not in it
+            self._digest = None
+            return
+        digest.update(head)
+        digest.update(packed)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        # a hash object does not pickle: a copy carries the digest so far, finished
+        return self._ids, self._payloads, self._envs, self.content_digest()
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self._ids, self._payloads, self._envs, self._digest = state
 
     @property
     def ids(self) -> Sequence[str]:
-        """The examples' ids, in order (read-only: not a copy)."""
-        return self._ids
+        """The examples' ids, in order, each named now if it was not yet (read-only: not a copy)."""
+        ids = self._ids
+        if None in ids:
+            payloads = self._payloads
+            with collector_paused():
+                for index, example_id in enumerate(ids):
+                    if example_id is None:
+                        ids[index] = plain_example_id(orjson.loads(payloads[index]))  # type: ignore[arg-type]
+        return ids  # type: ignore[return-value]
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -142,14 +221,15 @@ class PackedExamples(Sequence[Example[Any]]):
         if isinstance(index, slice):
             return tuple(self[position] for position in range(*index.indices(len(self))))
         env = None if self._envs is None else self._envs[index]
-        return Example(self._ids[index], _unpacked(self._payloads[index]), env)
+        return Example(self.id_at(index), _unpacked(self._payloads[index]), env)
 
     def __iter__(self) -> Iterator[Example[Any]]:
+        ids = self.ids
         if self._envs is None:
-            for example_id, payload in zip(self._ids, self._payloads, strict=True):
+            for example_id, payload in zip(ids, self._payloads, strict=True):
                 yield Example(example_id, _unpacked(payload))
             return
-        for example_id, payload, env in zip(self._ids, self._payloads, self._envs, strict=True):
+        for example_id, payload, env in zip(ids, self._payloads, self._envs, strict=True):
             yield Example(example_id, _unpacked(payload), env)
 
 

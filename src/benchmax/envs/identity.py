@@ -49,6 +49,13 @@ def identify(value: Any) -> tuple[str, bool]:
     return hashlib.sha256(data).hexdigest(), False
 
 
+def plain_example_id(value: Any) -> str:
+    """:func:`canonical_example_id` of a value already known to be plain JSON without floats
+    (:func:`is_plain_json`): its own canonical form, so it is hashed without checking it again.
+    A dataset checks each row once as it is built and names it only when asked."""
+    return hashlib.sha256(orjson.dumps({"v": 1, "value": value}, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON bytes (sorted keys); raises ``ValueError`` for non-JSON values."""
     normalised, _ = _normalise(value)

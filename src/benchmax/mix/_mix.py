@@ -76,6 +76,9 @@ class MixDataset(Dataset[Any]):
     def _known_ids(self) -> Sequence[str] | None:
         return self._packed.ids
 
+    def _content_digest(self) -> str | None:
+        return self._packed.content_digest()
+
     def env_counts(self) -> dict[str, int]:
         """How many examples of each env the dataset holds."""
         counts: dict[str, int] = {}

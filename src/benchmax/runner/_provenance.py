@@ -120,7 +120,10 @@ def _mix_provenance(origin: RunOrigin, mix: EnvMix) -> Provenance:
     run = run_provenance(replace(origin, env=None, spec=None, dataset=None))
     names = "+".join(member.name for member in mix.members)
     identity = EnvIdentity(spec=names, class_name=f"{type(mix).__module__}.{type(mix).__qualname__}", kind="mix")
-    return replace(run, env=identity, members=members)
+    data = run.data
+    if origin.dataset is not None:  # the mixture's own examples (their order, names and payloads)
+        data = DataDigest(source=type(origin.dataset).__name__, examples_sha256=_examples_digest(origin.dataset))
+    return replace(run, env=identity, members=members, data=data)
 
 
 def _env_identity(cls: type | None, spec: EnvSpec | None) -> tuple[EnvIdentity, Path | None, Path | None]:
@@ -317,7 +320,17 @@ def _data(dataset: object, digests: FileDigests) -> DataDigest:
         bytes=total,
         sha256=combined.hexdigest() if hashed else None,
         truncated=len(files) > MAX_DATA_FILES,
+        examples_sha256=_examples_digest(dataset),
     )
+
+
+def _examples_digest(dataset: object) -> str | None:
+    """The in-memory dataset's digest of its examples (``Dataset._content_digest``), when it has one."""
+    hook = getattr(dataset, "_content_digest", None)
+    if not callable(hook):
+        return None
+    digest = hook()
+    return digest if isinstance(digest, str) else None
 
 
 def _dataset_files(dataset: object) -> list[Path]:

@@ -139,8 +139,11 @@ async def arun(
             places = (Path(config.data_dir or Path.cwd()),)
         examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
         # Every example is read and checked before the model starts or the run dir exists: a bad
-        # row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log.
-        if not await asyncio.to_thread(_count, examples):
+        # row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log. A resumed
+        # run whose dataset is stored checks it against the store instead (reading only what it
+        # has left to run, when the dataset's digest is the one it started with).
+        stored = await asyncio.to_thread(_stored_positions, run_dir) if resume else None
+        if not stored and not await asyncio.to_thread(_count, examples):
             raise DatasetError(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
                 f"(data dir: {examples.base_dir})"
@@ -247,6 +250,15 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
 
 def _count(examples: Iterable[Example[Any]]) -> int:
     return sum(1 for _ in examples)
+
+
+def _stored_positions(run_dir: Path) -> int | None:
+    """The size of the dataset a run to resume stored whole (``None``: it stopped before that)."""
+    try:
+        with Run(run_dir) as run:
+            return run.run_meta.dataset_size or None
+    except (OSError, BenchmaxError):
+        return None
 
 
 def make_executor(

@@ -76,6 +76,29 @@ def group_id(split: str, example_id: str, *, step: int | None = None, occurrence
     return f"{prefix}{split}/{example_id}~{occurrence}" if occurrence else f"{prefix}{split}/{example_id}"
 
 
+_CHUNK = 1000
+"""Positions a resumed run's plan reads at a time (one range scan of each index)."""
+
+
+def same_examples(stored: Provenance, now: Provenance) -> bool:
+    """Whether a resumed run's dataset is the one it started with, by digest alone: the digest of
+    the examples themselves (an in-memory dataset), else the dataset files' and the env code's
+    (which turns their rows into examples). ``False`` when either run does not know it."""
+    a, b = stored.data, now.data
+    if a is None or b is None:
+        return False
+    if a.examples_sha256 is not None or b.examples_sha256 is not None:
+        return a.examples_sha256 == b.examples_sha256
+    return (
+        a.sha256 is not None
+        and not a.truncated
+        and (a.sha256, a.count, a.origin) == (b.sha256, b.count, b.origin)
+        and stored.code.sha256 is not None
+        and stored.code.sha256 == now.code.sha256
+        and not stored.members
+    )
+
+
 def group_keys(split: str, examples: Sequence[Example[Any]], *, step: int | None = None) -> list[GroupKey]:
     """The keys of ``examples`` in order; a repeated example gets the next occurrence number."""
     seen: dict[str, int] = {}
@@ -99,6 +122,9 @@ class RunSession:
         self._began = time.time()
         self._outages: list[Mapping[str, Any]] = list(meta.outages)
         self._closed = False
+        self.dataset_trusted = False
+        """Whether a resumed run's dataset has the digest it started with (:func:`same_examples`):
+        its stored example ids are then trusted, and only the examples left to run are read."""
 
     @classmethod
     def create(
@@ -154,6 +180,7 @@ class RunSession:
         if stored is None:
             self.writer.update_meta(provenance=replace(provenance, recorded_on_resume=True))
             return
+        self.dataset_trusted = same_examples(stored, provenance)
         changes = [change.text for change in provenance_changes(stored, provenance) if change.warning]
         if not changes:
             return
@@ -201,6 +228,11 @@ class RunSession:
         memory this takes does not grow with the dataset. Keys are made for pending
         groups only: a resumed run of a million examples is mostly stored ones.
         """
+        if isinstance(examples, ExampleStream) and self.resumed and self.dataset_trusted:
+            positions = self.writer.positions()
+            if positions is not None:
+                yield from self._trusted_pending(split, examples, positions)
+                return
         repeats: dict[str, int] = {}
         read_example: Callable[[int], Example[Any]] | None = None
         if isinstance(examples, ExampleStream) and self.resumed and self.writer.has_examples():
@@ -223,6 +255,30 @@ class RunSession:
                         example = read_example(index)
                     pending.append((GroupKey.of(split, example, index, occurrence=occurrence), example))
             yield len(chunk), pending
+
+    def _trusted_pending(
+        self, split: str, examples: ExampleStream, positions: int
+    ) -> Iterator[tuple[int, list[tuple[GroupKey, Example[Any]]]]]:
+        """:meth:`pending_examples` of a resumed run whose dataset is the one it started with: the
+        stored ids name every position, so only the examples left to run are read (and each is
+        checked against its stored id as it is read). A finished run reads no example."""
+        for first in range(0, positions, _CHUNK):
+            last = min(first + _CHUNK, positions) - 1
+            ids = self.writer.ids_at(first, last)
+            done = self.writer.completed_in(first, last)
+            pending = []
+            for index, example_id in enumerate(ids, first):
+                if group_id(split, example_id) in done:
+                    continue
+                example = examples.example_at(index)
+                if example.id != example_id:
+                    raise StoreError(
+                        f"the dataset changed since this run started: first difference at index {index} (example "
+                        f"{example.id[:16]}… is not the stored one there, though the dataset's digest is the "
+                        "one it started with); resume needs the same data"
+                    )
+                pending.append((GroupKey.of(split, example, index), example))
+            yield len(ids), pending
 
     # Writes.
 

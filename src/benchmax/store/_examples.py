@@ -152,6 +152,22 @@ class ExampleSync:
                 "INSERT OR IGNORE INTO examples (example_id, idx, split, payload, env) VALUES (?, ?, ?, ?, ?)", rows
             )
 
+    def positions(self) -> int | None:
+        """How many positions the stored dataset has when each holds its own stored example (no
+        repeats: the examples table then names every position); ``None`` otherwise."""
+        size = self.run_meta().dataset_size
+        if not size:
+            return None
+        stored = self._read("SELECT COUNT(*), MAX(idx) FROM examples")[0]
+        return size if stored == (size, size - 1) else None
+
+    def ids_at(self, first_idx: int, last_idx: int) -> list[str]:
+        """The stored example ids at positions ``first_idx..last_idx``, in order (one range scan)."""
+        rows = self._read(
+            "SELECT example_id FROM examples WHERE idx BETWEEN ? AND ? ORDER BY idx", (first_idx, last_idx)
+        )
+        return [row[0] for row in rows]
+
     def example_ids(self) -> list[str]:
         return [row[0] for row in self._read("SELECT example_id FROM examples ORDER BY idx")]
 

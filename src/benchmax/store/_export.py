@@ -111,8 +111,13 @@ def _append(handle: BinaryIO, path: str) -> None:
 
 
 def _components(run: Run) -> tuple[str, ...]:
-    """Every reward component of the run (from the per-example sums: a small table)."""
-    return tuple(row[0] for row in run.sql("SELECT DISTINCT component FROM example_components ORDER BY 1"))
+    """Every reward component of the run: from the per-env sums (a few rows), else (a file written
+    before them) from the per-example ones."""
+    if run.sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'env_components'"):
+        sql = "SELECT DISTINCT component FROM env_components WHERE count > 0 ORDER BY 1"
+    else:
+        sql = "SELECT DISTINCT component FROM example_components ORDER BY 1"
+    return tuple(row[0] for row in run.sql(sql))
 
 
 _PARALLEL_FROM = 50_000
@@ -207,9 +212,10 @@ def _part(run: Run, fmt: str, low: int | None, high: int | None, components: tup
 
 
 def _row_chunks(run: Run, low: int | None, high: int | None) -> Iterator[list[tuple[Any, ...]]]:
-    if low is None and high is None:
-        return run.rollout_rows(chunk=_CHUNK)
-    return run.rollout_rows_between(low if low is not None else 0, high if high is not None else 1 << 62, chunk=_CHUNK)
+    """The rows in chunks, their env column ``NULL``: each chunk's examples are read once
+    (:class:`_Extras`) instead of each rollout's on its own."""
+    first = low if low is not None else 0
+    return run.rollout_rows_between(first, high if high is not None else 1 << 62, chunk=_CHUNK, env=False)
 
 
 _Rewards = tuple[dict[str, float], dict[str, float], list[str]]
@@ -219,15 +225,16 @@ _NO_REWARDS: _Rewards = ({}, {}, [])
 class _Extras:
     """What a chunk of rollout rows needs from the other tables, each read once for the chunk:
     rewards by ``seq`` (after the fill, as emitted, the filled names sorted), advantages,
-    each example's fields and each rollout's logs as JSON bytes."""
+    each example's fields and each rollout's logs as JSON bytes, and each example's env (``NULL``:
+    the run's own, :attr:`Run.env_label`)."""
 
-    __slots__ = ("advantages", "fields", "logs", "rewards")
+    __slots__ = ("advantages", "envs", "fields", "logs", "rewards")
 
     def __init__(self, run: Run, rows: list[tuple[Any, ...]], *, with_logs: bool) -> None:
         first, last = rows[0][0], rows[-1][0]
         self.rewards = _rewards(run, first, last)
         self.advantages = _advantages(run, rows, first, last)
-        self.fields = _fields(run, {row[3] for row in rows})
+        self.fields, self.envs = _fields(run, {row[3] for row in rows})
         self.logs = _logs(run, [row[1] for row in rows]) if with_logs else {}
 
 
@@ -306,15 +313,17 @@ def _advantages_read(run: Run, spans: list[tuple[str, int, int]]) -> dict[int, f
     return result
 
 
-def _fields(run: Run, example_ids: set[str]) -> dict[str, bytes]:
-    """``{example_id: example_args as JSON}`` for these examples."""
+def _fields(run: Run, example_ids: set[str]) -> tuple[dict[str, bytes], dict[str, str | None]]:
+    """``{example_id: example_args as JSON}`` and ``{example_id: env}`` for these examples."""
     marks = ",".join("?" * len(example_ids))
     found = {}
-    for example_id, payload in run.sql(
-        f"SELECT example_id, payload FROM examples WHERE example_id IN ({marks})", list(example_ids)
+    envs = {}
+    for example_id, payload, env in run.sql(
+        f"SELECT example_id, payload, env FROM examples WHERE example_id IN ({marks})", list(example_ids)
     ):
         found[example_id] = orjson.dumps(example_fields(orjson.loads(payload)), option=orjson.OPT_NON_STR_KEYS)
-    return found
+        envs[example_id] = env
+    return found, envs
 
 
 def _logs(run: Run, rollout_ids: Sequence[str]) -> dict[str, bytes]:
@@ -342,7 +351,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
     lines: list[bytes] = []
     for rows in chunks:
         extras = _Extras(run, rows, with_logs=with_logs)
-        rewards, advantages, logs = extras.rewards, extras.advantages, extras.logs
+        rewards, advantages, logs, envs = extras.rewards, extras.advantages, extras.logs, extras.envs
         fields = {example_id: fragment(text) for example_id, text in extras.fields.items()}
         no_fields, no_logs = fragment(_EMPTY_OBJECT), fragment(_EMPTY_LIST)
         columns = list(zip(*rows, strict=True))
@@ -358,7 +367,7 @@ def _jsonl_lines(run: Run, chunks: Iterator[list[tuple[Any, ...]]]) -> tuple[byt
                 "rollout_id": rollout_id,
                 "group_id": row[2],
                 "example_id": example_id,
-                "env": label if row[24] is None else row[24],
+                "env": label if (env := envs.get(example_id)) is None else env,
                 "sample_index": row[4],
                 "step": row[5],
                 "batch": row[6],
@@ -458,12 +467,12 @@ def _arrow_batches(
         (
             seqs, rollout_ids, group_ids, example_ids, sample_indexes, steps, batch_numbers, splits, reasons, errors,
             totals, prompt_tokens, completion_tokens, num_turns, num_tool_calls, started_at, ended_at, seconds,
-            final_texts, messages, turns, sampling, scored, trace_ids, envs,
+            final_texts, messages, turns, sampling, scored, trace_ids, _,
         ) = zip(*rows, strict=True)  # fmt: skip
         per_row = [rewards.get(seq, _NO_REWARDS) for seq in seqs]
         for blob in set(sampling) - samplings.keys():
             samplings[blob] = _codec.unpack_repeated(blob) if blob else _NULL
-        env_names = [label if env is None else env for env in envs]
+        env_names = [label if (env := extras.envs.get(example_id)) is None else env for example_id in example_ids]
         columns = [
             rollout_ids, group_ids, example_ids, env_names, sample_indexes, steps, batch_numbers, splits, reasons,
             errors, [bool(value) for value in scored], totals,

@@ -164,6 +164,9 @@ class DataDigest:
     bytes: int = 0
     sha256: str | None = None
     truncated: bool = False
+    examples_sha256: str | None = None
+    """A digest of the examples themselves (ids, envs and payloads, in order), for an in-memory
+    dataset that knows it without naming its examples (``None``: not known)."""
 
     @property
     def label(self) -> str:
@@ -182,6 +185,8 @@ class DataDigest:
             sha256=self.sha256,
             truncated=self.truncated,
         )
+        if self.examples_sha256 is not None:
+            record["examples_sha256"] = self.examples_sha256
         return record
 
     @classmethod
@@ -197,6 +202,7 @@ class DataDigest:
             bytes=_int(value.get("bytes")),
             sha256=_str(value.get("sha256")),
             truncated=bool(value.get("truncated")),
+            examples_sha256=_str(value.get("examples_sha256")),
         )
 
 

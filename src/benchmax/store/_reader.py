@@ -93,6 +93,10 @@ ROLLOUT_SOURCE = (
     "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq LEFT JOIN examples AS e ON e.example_id = r.example_id"
 )
 """What ``ROLLOUT_COLUMNS`` select from: ``e.env`` is ``NULL`` in a run of one env (see :attr:`Run.env_label`)."""
+_BARE_COLUMNS = ROLLOUT_COLUMNS.replace(", e.env", ", NULL")
+_BARE_SOURCE = "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+"""``ROLLOUT_COLUMNS`` with ``NULL`` for the env, without the lookup of each rollout's example: for a
+reader that looks up the examples of a chunk of rows once (an export)."""
 _CHUNK = 512
 
 
@@ -195,12 +199,14 @@ class Run:
         while rows := cursor.fetchmany(chunk):
             yield rows
 
-    def rollout_rows_between(self, first: int, last: int, *, chunk: int = _CHUNK) -> Iterator[list[tuple[Any, ...]]]:
-        """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks."""
+    def rollout_rows_between(
+        self, first: int, last: int, *, chunk: int = _CHUNK, env: bool = True
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks; without
+        ``env``, the env column is ``NULL`` (each rollout's example is not looked up)."""
+        columns, source = (ROLLOUT_COLUMNS, ROLLOUT_SOURCE) if env else (_BARE_COLUMNS, _BARE_SOURCE)
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
-            " WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq",
-            (first, last),
+            f"SELECT {columns} FROM {source} WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq", (first, last)
         )
         while rows := cursor.fetchmany(chunk):
             yield rows

@@ -34,6 +34,14 @@ Laid out for runs of millions of rollouts:
   figure and the zero-fill key on it through the example. Added to layout 2 later: a
   writer resuming an older file adds the column; a reader of one sees ``NULL``
   (:func:`benchmax.store._compat.connect_reader`).
+* ``env_totals`` and ``env_components`` hold each env's sums of the per-example and per-group
+  figures (rollouts, failures, passes, groups with and without signal; each component's sum
+  and count), kept by triggers on ``example_figures``, ``example_components`` and ``groups``,
+  so every way a figure changes (a group written, filled, replaced, rescored) keeps them, and
+  a run's per-env figures read a few rows instead of every example. The run's own env (a run
+  of one env, or examples of no named env) is the key ``''``. Added to layout 2 later: a writer
+  opening an older file builds them from its figures (:func:`ensure_env_totals`); a reader of
+  one that lacks them computes the same figures from the per-example ones.
 
 Version 1 files (benchmax 0.3.0's first layout) stay readable: ``_compat``
 presents them under these names to a read-only connection, and a writer that
@@ -278,7 +286,123 @@ def create(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE rollouts ADD COLUMN trace_id TEXT")
     ensure_example_env(conn)
     ensure_rollout_indexes(conn)
+    ensure_env_totals(conn)
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+
+ENV_OF_NEW = "COALESCE((SELECT env FROM examples WHERE example_id = NEW.example_id), '')"
+ENV_OF_OLD = "COALESCE((SELECT env FROM examples WHERE example_id = OLD.example_id), '')"
+
+ENV_TOTALS_TABLES = """
+CREATE TABLE env_totals (
+    env TEXT PRIMARY KEY,
+    rollouts INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    passed INTEGER NOT NULL DEFAULT 0,
+    groups INTEGER NOT NULL DEFAULT 0,
+    groups_with_signal INTEGER NOT NULL DEFAULT 0,
+    groups_no_signal INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE env_components (
+    env TEXT NOT NULL,
+    component TEXT NOT NULL,
+    value_sum REAL NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (env, component)
+) WITHOUT ROWID;
+"""
+
+
+def _env_trigger(name: str, event: str, table: str, target: str, columns: dict[str, str], row: str) -> str:
+    """A trigger adding ``columns`` (name: expression over ``NEW``/``OLD``) to ``target``'s row
+    of the env of ``row``."""
+    keys = "env, component" if target == "env_components" else "env"
+    env = ENV_OF_NEW if row == "NEW" else ENV_OF_OLD
+    values = ", ".join(columns.values())
+    key_values = f"{env}, {row}.component" if target == "env_components" else env
+    updates = ", ".join(f"{column} = {column} + excluded.{column}" for column in columns)
+    return (
+        f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN "
+        f"INSERT INTO {target} ({keys}, {', '.join(columns)}) VALUES ({key_values}, {values}) "
+        f"ON CONFLICT ({keys}) DO UPDATE SET {updates}; END"
+    )
+
+
+def _env_triggers() -> list[str]:
+    figures = ("rollouts", "failed", "passed")
+    signal = "COALESCE({row}.size > 1 AND {row}.low < {row}.high, 0)"
+    none = "COALESCE({row}.size > 1 AND {row}.low = {row}.high, 0)"
+    triggers = [
+        _env_trigger("env_totals_figures_in", "INSERT", "example_figures", "env_totals",
+                     {c: f"NEW.{c}" for c in figures}, "NEW"),
+        _env_trigger("env_totals_figures_out", "DELETE", "example_figures", "env_totals",
+                     {c: f"-OLD.{c}" for c in figures}, "OLD"),
+        _env_trigger("env_totals_figures_change", "UPDATE", "example_figures", "env_totals",
+                     {c: f"NEW.{c} - OLD.{c}" for c in figures}, "NEW"),
+        _env_trigger("env_totals_groups_in", "INSERT", "groups", "env_totals",
+                     {"groups": "1", "groups_with_signal": signal.format(row="NEW"),
+                      "groups_no_signal": none.format(row="NEW")}, "NEW"),
+        _env_trigger("env_totals_groups_out", "DELETE", "groups", "env_totals",
+                     {"groups": "-1", "groups_with_signal": "-" + signal.format(row="OLD"),
+                      "groups_no_signal": "-" + none.format(row="OLD")}, "OLD"),
+        _env_trigger("env_totals_groups_change", "UPDATE OF size, low, high", "groups", "env_totals",
+                     {"groups_with_signal": f"{signal.format(row='NEW')} - {signal.format(row='OLD')}",
+                      "groups_no_signal": f"{none.format(row='NEW')} - {none.format(row='OLD')}"}, "NEW"),
+        _env_trigger("env_components_in", "INSERT", "example_components", "env_components",
+                     {"value_sum": "NEW.value_sum", "count": "NEW.count"}, "NEW"),
+        _env_trigger("env_components_out", "DELETE", "example_components", "env_components",
+                     {"value_sum": "-OLD.value_sum", "count": "-OLD.count"}, "OLD"),
+        _env_trigger("env_components_change", "UPDATE", "example_components", "env_components",
+                     {"value_sum": "NEW.value_sum - OLD.value_sum", "count": "NEW.count - OLD.count"}, "NEW"),
+    ]  # fmt: skip
+    return triggers
+
+
+def has_env_totals(conn: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether ``schema`` keeps the per-env sums (files written before them do not)."""
+    found = conn.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = 'env_totals'")
+    return found.fetchone() is not None
+
+
+def ensure_env_totals(conn: sqlite3.Connection) -> None:
+    """Give a file the per-env sums and the triggers that keep them, built from its figures
+    in one transaction (a file written before them; a no-op on one that has them)."""
+    if has_env_totals(conn):
+        return
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has_env_totals(conn):  # another writer may have built them meanwhile
+            for statement in ENV_TOTALS_TABLES.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            env = "COALESCE(e.env, '')"
+            conn.execute(
+                f"INSERT INTO env_totals (env, rollouts, failed, passed) SELECT {env}, SUM(f.rollouts),"
+                " SUM(f.failed), SUM(f.passed) FROM example_figures AS f"
+                " LEFT JOIN examples AS e ON e.example_id = f.example_id GROUP BY 1"
+            )
+            conn.execute(
+                f"INSERT INTO env_totals (env, groups, groups_with_signal, groups_no_signal) SELECT {env}, COUNT(*),"
+                " COALESCE(SUM(g.size > 1 AND g.low < g.high), 0), COALESCE(SUM(g.size > 1 AND g.low = g.high), 0)"
+                " FROM groups AS g LEFT JOIN examples AS e ON e.example_id = g.example_id WHERE true GROUP BY 1"
+                " ON CONFLICT (env) DO UPDATE SET groups = excluded.groups,"
+                " groups_with_signal = excluded.groups_with_signal, groups_no_signal = excluded.groups_no_signal"
+            )
+            conn.execute(
+                f"INSERT INTO env_components (env, component, value_sum, count) SELECT {env}, c.component,"
+                " SUM(c.value_sum), SUM(c.count) FROM example_components AS c"
+                " LEFT JOIN examples AS e ON e.example_id = c.example_id GROUP BY 1, 2"
+            )
+            for trigger in _env_triggers():
+                conn.execute(trigger)
+        if began:
+            conn.execute("COMMIT")
+    except BaseException:
+        if began:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def has_example_env(conn: sqlite3.Connection, schema: str = "main") -> bool:

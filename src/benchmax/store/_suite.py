@@ -6,8 +6,10 @@ a single run and a mixture's member read under the same name. A component two en
 may mean different things in each (``exact`` of a math env, of a code env): its mean is
 only ever taken per env, never over the run.
 
-Every figure is read from the per-example and per-group figures the writer keeps, joined to
-the examples table (a few rows per example), never from a pass over the rollouts.
+Every figure is read from the per-env sums the store keeps (``env_totals``, ``env_components``:
+a few rows per env, however long the run). A file written before those sums existed (and not
+since opened by a writer, which adds them) is read from the per-example and per-group figures
+joined to the examples table: a pass over the examples, never over the rollouts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmax.store._figures import _in_snapshot
-from benchmax.store._schema import has_example_env
+from benchmax.store._schema import has_env_totals, has_example_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,8 @@ class EnvDelta:
 def env_figures(conn: sqlite3.Connection, label: str | None) -> tuple[EnvFigures, ...]:
     """Each env of the run behind ``conn`` (``label``: the env of examples of no named env),
     in name order."""
+    if has_env_totals(conn):
+        return _kept_figures(conn, label)
     env = "COALESCE(e.env, ?)"
     rows = {
         name: (rollouts, failed, passed)
@@ -115,6 +119,32 @@ def env_figures(conn: sqlite3.Connection, label: str | None) -> tuple[EnvFigures
         )
         for name, (rollouts, failed, passed) in sorted(rows.items(), key=lambda item: (item[0] is None, item[0] or ""))
     )
+
+
+def _kept_figures(conn: sqlite3.Connection, label: str | None) -> tuple[EnvFigures, ...]:
+    """:func:`env_figures` from the per-env sums the store keeps (the key ``''``: ``label``)."""
+    components: dict[str, dict[str, float]] = {}
+    for name, component, total, count in conn.execute(
+        "SELECT env, component, value_sum, count FROM env_components WHERE count > 0"
+    ).fetchall():
+        components.setdefault(name, {})[component] = total / count
+    found = [
+        EnvFigures(
+            env=name or label,
+            rollouts=rollouts,
+            failed=failed,
+            passed=passed,
+            groups=groups,
+            groups_with_signal=signal,
+            groups_no_signal=none,
+            components=dict(sorted(components.get(name, {}).items())),
+        )
+        for name, rollouts, failed, passed, groups, signal, none in conn.execute(
+            "SELECT env, rollouts, failed, passed, groups, groups_with_signal, groups_no_signal FROM env_totals"
+            " WHERE rollouts > 0"
+        ).fetchall()
+    ]
+    return tuple(sorted(found, key=lambda figures: (figures.env is None, figures.env or "")))
 
 
 def suite_row(figures: EnvFigures | None) -> dict[str, Any] | None:
