@@ -21,6 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "benchmax"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "aio": set(),
+    "access": {"errors"},
     "compat": set(),
     "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
@@ -45,8 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"envs", "errors"},
     "mix": {"envs", "loading", "errors"},
     "runner": {"envs", "loading", "mix", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
-    "inspector": {"store", "auth", "errors"},
-    "serve": {"envs", "loading", "remote", "inspector", "errors"},
+    "inspector": {"store", "auth", "access", "errors"},
+    "serve": {"envs", "loading", "remote", "access", "errors"},
     "train": {"runner", "mix", "engine", "client", "envs", "loading", "local", "auth", "aio", "telemetry", "errors"},
     "cli": {
         "runner",
@@ -58,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
         "mix",
         "remote",
         "inspector",
+        "access",
         "serve",
         "train",
         "local",
@@ -72,9 +74,10 @@ ALLOWED: dict[str, set[str]] = {
 """What each package may import besides itself. ``envs`` reaches the engine only through the
 registry in ``envs/_runtime.py`` (by name, at run time), never by an import. ``serve`` (an env over
 HTTP) is a face beside the inspector: it holds an env (the contract) and no engine (the model loop
-runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``), and it
-reuses the inspector's access rule (loopback only, a token for anything else) rather than keeping a
-second one. ``compat`` imports nothing: it names 0.2.x's homes by string and is installed by
+runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``); it and
+the inspector share one access rule (a token, loopback without one only when asked), ``access``,
+which sits below both so neither face imports the other. ``compat`` imports nothing: it names
+0.2.x's homes by string and is installed by
 ``benchmax/__init__.py``."""
 
 

@@ -26,8 +26,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
+from benchmax.access import AccessGuard
 from benchmax.envs import DatasetError, validate_max_examples
-from benchmax.inspector import AccessGuard
 from benchmax.remote import wire
 from benchmax.serve import _openenv
 from benchmax.serve._service import EnvService
