@@ -234,6 +234,21 @@ def test_one_client_is_capped_below_the_server_and_told_why_with_a_429(serve_env
     assert server.http.post(post, json={"split": "eval", "index": 2}).status_code == 200
 
 
+@pytest.mark.parametrize("source", ["127.0.0.2", "127.0.0.3"])
+def test_the_share_is_per_credential_so_another_loopback_address_does_not_bypass_it(serve_env, source):
+    server = serve_env(mixed_rows(), "--max-sessions-per-client", "2")
+    post = f"{server.url}/sessions"
+    opened = [server.http.post(post, json={"split": "eval", "index": i}) for i in range(2)]
+    assert [response.status_code for response in opened] == [200, 200]
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(transport=transport, headers=server.headers, timeout=60) as elsewhere:
+        refused = elsewhere.post(post, json={"split": "eval", "index": 2})
+    assert refused.status_code == 429, refused.text
+    message = refused.json()["error"]["message"]
+    assert "token sha256:" in message and server.token not in message
+    assert events(server.trace)["enter"] == 2
+
+
 async def test_websocket_sessions_count_against_the_same_per_client_cap(serve_env):
     server = serve_env(mixed_rows(), "--max-sessions-per-client", "1")
     assert server.http.post(f"{server.url}/sessions", json={"split": "eval", "index": 0}).status_code == 200

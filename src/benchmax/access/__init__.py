@@ -10,6 +10,7 @@ from benchmax.access._guard import (
     COOKIE,
     SAFE_METHODS,
     AccessGuard,
+    credential_of,
     is_loopback,
     normalize_origin,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "AccessError",
     "AccessGuard",
     "bind",
+    "credential_of",
     "is_loopback",
     "normalize_origin",
     "private_token_file",

@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
-from benchmax.access import AccessGuard
+from benchmax.access import AccessGuard, credential_of
 from benchmax.envs import DatasetError, validate_max_examples
 from benchmax.remote import wire
 from benchmax.serve import _openenv
@@ -197,7 +197,7 @@ def create_app(
             if example_id is not None and not isinstance(example_id, str):
                 raise wire.WireError("example_id must be a string")
             example = await service.example(split, index=index, example_id=example_id)
-        _, answer = await service.open(rollout_id, example, client=_client_of(request.client))
+        _, answer = await service.open(rollout_id, example, client=credential_of(request.scope))
         return json_response(answer)
 
     @endpoint
@@ -290,12 +290,6 @@ def _check_json_media_type(content_type: str | None) -> None:
             f"the body must be sent as Content-Type: application/json (got {media_type or 'none'})",
             wire.ErrorCode.UNSUPPORTED_MEDIA_TYPE,
         )
-
-
-def _client_of(address: object) -> str:
-    """The peer address a client's sessions are counted under (``--max-sessions-per-client``)."""
-    host = getattr(address, "host", None)
-    return str(host) if host else "unknown"
 
 
 def _count(raw: str | None, name: str, *, minimum: int) -> int:
