@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "bundle": {"envs", "errors"},
     "engine": {"envs", "client", "auth", "telemetry", "errors"},
     "proxy": {"envs", "client", "auth", "errors"},
-    "agents": {"envs", "client", "proxy", "sandbox", "errors"},
+    "agents": {"envs", "client", "proxy", "sandbox", "auth", "errors"},
     "traces": {"envs", "errors"},
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
