@@ -4,9 +4,9 @@ Every body is JSON, read up to ``max_request_bytes`` and checked here, at the
 boundary: a bad one is answered 4xx with ``{"error": {"code", "message"}}``
 naming the field. Calls into env code are answered 200 even when the env code
 raised: its error is the answer (see :mod:`benchmax.remote.wire`). The access
-rule is the inspector's (:class:`benchmax.inspector.AccessGuard`: loopback
-only, a token for what runs env code, no page at another origin), applied to
-WebSockets too. A POST must say its body is JSON: a web page can send a
+rule is the one the inspector uses too (:class:`benchmax.access.AccessGuard`:
+loopback only, a token for what runs env code, no page at another origin),
+applied to WebSockets too. A POST must say its body is JSON: a web page can send a
 cross-origin form or ``no-cors`` ``text/plain`` POST without asking, never an
 ``application/json`` one.
 """
