@@ -195,3 +195,9 @@ async def test_killing_the_sandbox_supervisor_is_a_failed_test_not_a_sandbox_fau
     assert [(result.passed, result.run.exit_code) for result in results] == [(False, -9), (False, -9)]
     assert "ended the sandbox" in results[0].run.stderr
     assert await code_pass_rate(program, SQUARE_CHECKS, timeout=10.0) == 0.0
+
+
+async def test_a_check_killed_by_a_signal_reports_that_signal_as_a_program_run_alone_would() -> None:
+    program = "import os, signal\ndef square(x):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    (result,) = await run_code_tests(program, SQUARE_CHECKS[:1], timeout=10.0)
+    assert (result.passed, result.reason, result.run.exit_code) == (False, "error", -9)

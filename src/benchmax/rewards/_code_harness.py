@@ -14,6 +14,7 @@ no frame, ``gc`` walk, file or memory read there can find it. It runs on Python 
 
 import json
 import os
+import signal
 import sys
 
 _SEALED = "__benchmax_check__.json"
@@ -21,9 +22,19 @@ _CANDIDATE = "__benchmax_candidate__.py"
 
 
 def _status(wait_status: int) -> int:
+    """The runner's exit status; a signal that ended it ends the warden too, so the sandbox reports
+    the same death (-9 for a kill) as for a program run on its own."""
     if os.WIFEXITED(wait_status):
         return os.WEXITSTATUS(wait_status)
-    return 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else 1
+    if os.WIFSIGNALED(wait_status):
+        number = os.WTERMSIG(wait_status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP have no handler to reset
+        os.kill(os.getpid(), number)
+        return 128 + number
+    return 1
 
 
 def _unreadable() -> None:
