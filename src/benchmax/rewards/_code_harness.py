@@ -12,6 +12,7 @@ no frame, ``gc`` walk, file or memory read there can find it. It runs on Python 
 (a rootfs's own interpreter) with the standard library only.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -28,10 +29,8 @@ def _status(wait_status: int) -> int:
         return os.WEXITSTATUS(wait_status)
     if os.WIFSIGNALED(wait_status):
         number = os.WTERMSIG(wait_status)
-        try:
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(number, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass  # SIGKILL and SIGSTOP have no handler to reset
         os.kill(os.getpid(), number)
         return 128 + number
     return 1
