@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "aio": set(),
     "bounded": {"errors"},
+    "access": {"errors"},
     "compat": set(),
     "auth": {"aio", "errors"},
     "envs": {"auth", "errors"},
@@ -42,14 +43,14 @@ ALLOWED: dict[str, set[str]] = {
     "bundle": {"envs", "errors"},
     "engine": {"envs", "client", "auth", "telemetry", "errors"},
     "proxy": {"envs", "client", "auth", "errors"},
-    "agents": {"envs", "client", "proxy", "sandbox", "errors"},
+    "agents": {"envs", "client", "proxy", "sandbox", "auth", "errors"},
     "traces": {"envs", "errors"},
     "local": {"client", "envs", "bounded", "errors"},
     "store": {"envs", "errors"},
     "mix": {"envs", "loading", "errors"},
     "runner": {"envs", "loading", "mix", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
-    "inspector": {"store", "auth", "errors"},
-    "serve": {"envs", "loading", "remote", "inspector", "errors"},
+    "inspector": {"store", "auth", "access", "errors"},
+    "serve": {"envs", "loading", "remote", "access", "errors"},
     "train": {"runner", "mix", "engine", "client", "envs", "loading", "local", "auth", "aio", "telemetry", "errors"},
     "cli": {
         "runner",
@@ -61,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
         "mix",
         "remote",
         "inspector",
+        "access",
         "serve",
         "train",
         "local",
@@ -75,10 +77,11 @@ ALLOWED: dict[str, set[str]] = {
 """What each package may import besides itself. ``envs`` reaches the engine only through the
 registry in ``envs/_runtime.py`` (by name, at run time), never by an import. ``serve`` (an env over
 HTTP) is a face beside the inspector: it holds an env (the contract) and no engine (the model loop
-runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``), and it
-reuses the inspector's access rule (loopback only, a token for anything else) rather than keeping a
-second one. ``bounded`` is the one reader of a network peer's reply (a bound on its decoded size),
-beneath every package that reads one. ``compat`` imports nothing: it names 0.2.x's homes by string and is installed by
+runs at the client, through ``remote.RemoteEnv``, which speaks the same ``remote.wire``); it and
+the inspector share one access rule (a token, loopback without one only when asked), ``access``,
+which sits below both so neither face imports the other. ``bounded`` is the one reader of a network
+peer's reply (a bound on its decoded size), beneath every package that reads one. ``compat`` imports
+nothing: it names 0.2.x's homes by string and is installed by
 ``benchmax/__init__.py``."""
 
 

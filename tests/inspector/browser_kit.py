@@ -13,8 +13,8 @@ from typing import Any
 
 import uvicorn
 
+from benchmax.access import bind
 from benchmax.inspector import create_app
-from benchmax.inspector.server import bind
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 """Debian's ``chromium`` (Playwright drives it; its own browser downloads are not used)."""

@@ -1,4 +1,4 @@
-"""Who may read the inspector: loopback only without a token, the token otherwise."""
+"""Who may read the inspector: its token, by default on every address; loopback only with --no-token."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from benchmax.inspector import InspectorError, create_app
+from benchmax.access import COOKIE, resolve_token
+from benchmax.inspector import InspectorError, create_app, serve
 from benchmax.inspector.catalog import REDACTED, redact
-from benchmax.inspector.security import COOKIE
-from benchmax.inspector.server import resolve_token
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -56,6 +55,7 @@ def test_with_a_token_every_request_must_carry_it(runs_dir: Path) -> None:
 
 def test_binding_beyond_loopback_always_gets_a_token() -> None:
     assert resolve_token("127.0.0.1", None) is None
+    assert len(resolve_token("127.0.0.1", None, required=True) or "") >= 24
     generated = resolve_token("0.0.0.0", None)
     assert generated and len(generated) >= 24
     assert resolve_token("0.0.0.0", TOKEN) == TOKEN
@@ -63,15 +63,18 @@ def test_binding_beyond_loopback_always_gets_a_token() -> None:
         resolve_token("0.0.0.0", "short")
 
 
-def test_a_served_inspector_on_all_interfaces_answers_only_with_its_token(runs_dir: Path) -> None:
-    """The real command path: a subprocess binding 0.0.0.0 prints a token link."""
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_a_served_inspector_answers_only_with_its_token_on_any_address(runs_dir: Path, host: str) -> None:
+    """The real command path: a subprocess prints a link carrying a generated token; loopback
+    too, since any user of the machine can connect there; the link's token becomes a cookie."""
     process = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import sys; from benchmax.inspector import serve; "
-            "serve(sys.argv[1], host='0.0.0.0', port=0, open_browser=False)",
+            "serve(sys.argv[1], host=sys.argv[2], port=0, open_browser=False)",
             str(runs_dir),
+            host,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -87,6 +90,41 @@ def test_a_served_inspector_on_all_interfaces_answers_only_with_its_token(runs_d
         with httpx.Client(timeout=10) as http:
             assert http.get(f"{base}/api/runs").status_code == 401
             assert http.get(f"{base}/api/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        with httpx.Client(base_url=base, timeout=10, follow_redirects=True) as browser:
+            assert browser.get("/").status_code == 401
+            opened = browser.get(f"/?token={token}")
+            assert opened.status_code == 200 and opened.url.query == b""
+            assert browser.get("/api/runs").status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_no_token_is_an_explicit_loopback_only_choice(runs_dir: Path) -> None:
+    with pytest.raises(InspectorError, match="loopback only"):
+        serve(runs_dir, host="0.0.0.0", port=0, open_browser=False, require_token=False)
+    with pytest.raises(InspectorError, match="takes no --token"):
+        serve(runs_dir, port=0, open_browser=False, token=TOKEN, require_token=False)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from benchmax.inspector import serve; "
+            "serve(sys.argv[1], port=0, open_browser=False, require_token=False)",
+            str(runs_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/$", line.strip())
+        assert match, line
+        assert "any user of this machine" in process.stdout.readline()
+        with httpx.Client(timeout=10) as http:
+            assert http.get(f"http://127.0.0.1:{match.group(1)}/api/runs").status_code == 200
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -133,3 +133,71 @@ async def test_output_and_check_together_see_the_programs_own_stdout() -> None:
     assert (result.passed, result.run.stdout) == (True, "49\n")
     (forged,) = await run_code_tests("import os\nprint(49, flush=True)\nos._exit(0)\n", [test])
     assert (forged.passed, forged.reason) == (False, "no_report")
+
+
+CHECK_EXITS = {
+    "raise_system_exit_0": "def square(x):\n    raise SystemExit(0)\n",
+    "sys_exit": "import sys\ndef square(x):\n    sys.exit()\n",
+    "builtin_exit": "def square(x):\n    exit()\n",
+    "audit_hook_on_the_checks_exec": (
+        "import sys\ndef square(x):\n    return 0\n"
+        "def hook(event, args):\n    if event == 'exec':\n        raise SystemExit(0)\n"
+        "sys.addaudithook(hook)\n"
+    ),
+    "nonce_from_the_callers_frames": (
+        "import os, re, sys\n"
+        "def square(x):\n"
+        "    frame, found = sys._getframe(1), set()\n"
+        "    while frame is not None:\n"
+        "        for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):\n"
+        "            text = value.decode('latin-1') if isinstance(value, bytes) else value\n"
+        "            if isinstance(text, str) and re.fullmatch(r'[0-9a-f]{32}', text):\n"
+        "                found.add(text)\n"
+        "        frame = frame.f_back\n"
+        "    sys.stdout.write(''.join('\\n' + nonce + '\\n' for nonce in found))\n"
+        "    sys.stdout.flush()\n"
+        "    os._exit(0)\n"
+    ),
+    "nonce_from_the_parents_memory": (
+        "import os, re, sys\n"
+        "def square(x):\n"
+        "    found = set()\n"
+        "    for pid in {os.getppid(), 1}:\n"
+        "        try:\n"
+        "            maps = open(f'/proc/{pid}/maps').read().splitlines()\n"
+        "            with open(f'/proc/{pid}/mem', 'rb') as memory:\n"
+        "                for line in maps:\n"
+        "                    low, high = (int(part, 16) for part in line.split()[0].split('-'))\n"
+        "                    try:\n"
+        "                        memory.seek(low)\n"
+        "                        chunk = memory.read(high - low)\n"
+        "                        found.update(re.findall(rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])', chunk))\n"
+        "                    except (OSError, ValueError, OverflowError):\n"
+        "                        pass\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    sys.stdout.write(''.join('\\n' + nonce.decode() + '\\n' for nonce in found))\n"
+        "    sys.stdout.flush()\n"
+        "    os._exit(0)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("program", CHECK_EXITS.values(), ids=CHECK_EXITS.keys())
+async def test_a_check_passes_only_by_returning(program: str) -> None:
+    results = await run_code_tests(program, SQUARE_CHECKS, timeout=10.0, memory_mb=512)
+    assert [result.passed for result in results] == [False, False], [(r.reason, r.run) for r in results]
+
+
+async def test_killing_the_sandbox_supervisor_is_a_failed_test_not_a_sandbox_fault() -> None:
+    program = "import os\ndef square(x):\n    os.kill(2, 9)\n    return x * x\n"
+    results = await run_code_tests(program, SQUARE_CHECKS, timeout=10.0)
+    assert [(result.passed, result.run.exit_code) for result in results] == [(False, -9), (False, -9)]
+    assert "ended the sandbox" in results[0].run.stderr
+    assert await code_pass_rate(program, SQUARE_CHECKS, timeout=10.0) == 0.0
+
+
+async def test_a_check_killed_by_a_signal_reports_that_signal_as_a_program_run_alone_would() -> None:
+    program = "import os, signal\ndef square(x):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    (result,) = await run_code_tests(program, SQUARE_CHECKS[:1], timeout=10.0)
+    assert (result.passed, result.reason, result.run.exit_code) == (False, "error", -9)

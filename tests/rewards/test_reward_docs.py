@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rewards.md"
+
+
 def _examples():
     text = DOC.read_text()
     examples = []

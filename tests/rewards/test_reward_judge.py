@@ -17,6 +17,8 @@ RUBRIC = Rubric(
     ),
     name="quality",
 )
+
+
 async def test_a_good_reply_becomes_a_grade_with_polarity_and_scales_applied(judge):
     grade = await judge.grade(RUBRIC, prompt="What is 2+2?", response="4")
     assert grade.scores == {"correct": 10, "clear": 5, "rude": 0}
@@ -84,9 +86,7 @@ async def test_an_unreachable_judge_holds_its_requests_then_is_a_judge_error_pas
     assert "past the outage budget of 0.3 s" in str(caught.value)
 
 
-async def test_the_key_comes_from_the_environment_and_stays_out_of_reprs_and_logs(
-    judge_server, monkeypatch, caplog
-):
+async def test_the_key_comes_from_the_environment_and_stays_out_of_reprs_and_logs(judge_server, monkeypatch, caplog):
     monkeypatch.setenv("JUDGE_KEY", "sk-secret-123")
     with caplog.at_level("DEBUG"):
         async with Judge(judge_server.base_url, "judge-model", api_key_env="JUDGE_KEY") as judge:

@@ -107,9 +107,29 @@ async def test_no_process_the_commands_can_see_holds_the_channel(sandbox):
     assert "socket:" not in listing.stdout, listing.stdout
     lines = dict(line.split(" ", 1) for line in listing.stdout.splitlines())
     assert lines["1"].startswith("[") and lines["1"].count("pipe:") == 1, (
-        f"bubblewrap's init (dumpable) holds /dev/null and its own stderr, nothing else: {lines['1']}"
+        f"bubblewrap's init (dumpable) holds /dev/null, its own stderr and its monitor's eventfd: {lines['1']}"
     )
     assert lines["2"].startswith("refused"), "the supervisor is not dumpable"
+
+
+async def test_bubblewraps_eventfd_to_its_monitor_is_listed_but_cannot_be_opened(sandbox):
+    """Pid 1 also holds an eventfd (how bubblewrap's init reports the exit status to its monitor
+    outside): a command sees it in /proc/1/fd but cannot open it to read or write a status."""
+    probe = await sandbox.exec(
+        [sandbox.python, "-c", "import os\n"
+         "fds = [f for f in os.listdir('/proc/1/fd') if os.readlink(f'/proc/1/fd/{f}') == 'anon_inode:[eventfd]']\n"
+         "print(len(fds))\n"
+         "for f in fds:\n"
+         "    for flags in (os.O_RDONLY, os.O_WRONLY, os.O_RDWR):\n"
+         "        try:\n"
+         "            os.close(os.open(f'/proc/1/fd/{f}', flags))\n"
+         "            print('opened', flags)\n"
+         "        except OSError as e:\n"
+         "            print('refused', e.errno)\n"]
+    )  # fmt: skip
+    assert probe.exit_code == 0, probe
+    count, *answers = probe.stdout.split("\n")[:-1]
+    assert count == "1" and answers == ["refused 13"] * 3, probe.stdout
 
 
 HOSTILE_AGENT = r"""

@@ -105,6 +105,19 @@ def test_errors_show_the_programs_traceback_and_exit_status(bwrap):
     assert "SyntaxError" in run_python("def (:").stderr
 
 
+def test_a_program_that_kills_the_sandbox_supervisor_ends_as_killed_not_as_a_sandbox_fault(bwrap):
+    supervisor = (
+        "import os, time\n"
+        "for pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit() and b'The supervisor' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "        os.kill(int(pid), 9)\n"
+        "time.sleep(30)\n"
+    )
+    result = run_python(supervisor, timeout=20)
+    assert (result.exit_code, result.timed_out, result.ok) == (-9, False, False)
+    assert "ended the sandbox" in result.stderr
+
+
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="relative path"):
         run_python("", files={"/etc/passwd": "x"})

@@ -11,15 +11,19 @@ lists these probes.
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 
 import httpx
 import pytest
-from serve_support import events, mixed_rows, scripted
+from serve_support import ENV_SPEC, events, mixed_rows, scripted, write_rows
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from benchmax.remote import wire
+from benchmax.testing import free_port
 
 FOREIGN = "http://evil.example"
 
@@ -127,6 +131,58 @@ async def test_by_default_running_env_code_needs_the_generated_token_kept_in_a_p
     assert not path.exists()
 
 
+def _plant_symlinked_dir(runtime, attacker):
+    (runtime / "benchmax").symlink_to(attacker, target_is_directory=True)
+
+
+def _plant_open_dir(runtime, attacker):
+    (runtime / "benchmax" / "serve").mkdir(parents=True)
+    os.chmod(runtime / "benchmax" / "serve", 0o777)
+    (runtime / "benchmax" / "serve" / "planted").symlink_to(attacker / "received")
+
+
+def _plant_another_users_dir(runtime, attacker):
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root (the CI runs this as root too)")
+    (runtime / "benchmax").mkdir(mode=0o700)
+    os.chown(runtime / "benchmax", 65534, 65534)
+
+
+@pytest.mark.parametrize(
+    ("plant", "refusal"),
+    [
+        (_plant_symlinked_dir, "is not a directory of this user's"),
+        (_plant_open_dir, "open to other users"),
+        (_plant_another_users_dir, "belongs to uid 65534"),
+    ],
+    ids=["symlinked_dir", "world_writable_dir", "another_users_dir"],
+)
+def test_the_token_file_is_refused_where_another_user_could_redirect_or_read_it(tmp_path, plant, refusal):
+    """XDG_RUNTIME_DIR kept across ``su`` or ``sudo -E`` may be another user's to write: what they plant
+    there must never receive the token; serve refuses to start and says what to fix."""
+    runtime, attacker = tmp_path / "runtime", tmp_path / "attacker"
+    runtime.mkdir(mode=0o777)
+    attacker.mkdir(mode=0o777)
+    plant(runtime, attacker)
+    data = write_rows(tmp_path / "data", mixed_rows())
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmax.cli", "serve", ENV_SPEC, "--port", str(port), "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+    )
+    try:
+        output, _ = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output = process.communicate()[0]
+    assert process.returncode == 2, output
+    assert "refusing to write the token file" in output and refusal in output, output
+    assert list(attacker.rglob("*")) == [], "nothing of the token reaches a directory another user holds"
+
+
 def test_no_token_opts_out_on_loopback_and_is_refused_beyond_it(serve_env, tmp_path):
     server = serve_env(mixed_rows(), "--no-token")
     assert server.token is None and not wire.token_path(server.port).exists()
@@ -176,6 +232,21 @@ def test_one_client_is_capped_below_the_server_and_told_why_with_a_429(serve_env
     assert events(server.trace)["enter"] == 2
     server.http.delete(f"{server.url}/sessions/{opened[0].json()['session_id']}")
     assert server.http.post(post, json={"split": "eval", "index": 2}).status_code == 200
+
+
+@pytest.mark.parametrize("source", ["127.0.0.2", "127.0.0.3"])
+def test_the_share_is_per_credential_so_another_loopback_address_does_not_bypass_it(serve_env, source):
+    server = serve_env(mixed_rows(), "--max-sessions-per-client", "2")
+    post = f"{server.url}/sessions"
+    opened = [server.http.post(post, json={"split": "eval", "index": i}) for i in range(2)]
+    assert [response.status_code for response in opened] == [200, 200]
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(transport=transport, headers=server.headers, timeout=60) as elsewhere:
+        refused = elsewhere.post(post, json={"split": "eval", "index": 2})
+    assert refused.status_code == 429, refused.text
+    message = refused.json()["error"]["message"]
+    assert "token sha256:" in message and server.token not in message
+    assert events(server.trace)["enter"] == 2
 
 
 async def test_websocket_sessions_count_against_the_same_per_client_cap(serve_env):

@@ -32,6 +32,7 @@ import orjson
 from benchmax.agents._run import AgentFunction, AgentRun, command_env, run_command, run_function
 from benchmax.agents._sandboxed import run_in_sandbox
 from benchmax.agents._transcript import calls_to_turns, transcript
+from benchmax.auth import request_secrets
 from benchmax.client import ClientPool
 from benchmax.envs import (
     BaseEnv,
@@ -39,6 +40,7 @@ from benchmax.envs import (
     EnvDefinitionError,
     Example,
     JsonRow,
+    ModelRequestContext,
     RolloutFailure,
     RolloutOutcome,
     RolloutRequest,
@@ -160,7 +162,9 @@ class AgentEnv(BaseEnv):
                 rollout_id=request.rollout_id,
                 termination_reason=reason,
                 error=error,
-                messages=transcript(payload.get("prompt_messages") or (), calls, run.answer),
+                messages=transcript(
+                    payload.get("prompt_messages") or (), calls, run.answer, max_chars=_max_content_chars()
+                ),
                 example_args=example_args,
                 split=request.split,
                 example_id=request.example.id,
@@ -170,10 +174,12 @@ class AgentEnv(BaseEnv):
 
     async def _run(self, request: RolloutRequest[JsonRow], lease: ProxyLease, budget: float) -> AgentRun:
         payload = request.example.payload
+        secrets = await _model_secrets(request)
         if self.agent is not None:
-            return await run_function(
+            run = await run_function(
                 self.agent, payload, lease.base_url, lease.api_key, timeout=budget, max_answer=self.max_answer_chars
             )
+            return run.masked(secrets)
         stdin = orjson.dumps(payload, default=str)
         if self.sandbox:
             return await run_in_sandbox(
@@ -185,6 +191,7 @@ class AgentEnv(BaseEnv):
                 timeout=budget,
                 max_answer=self.max_answer_chars,
                 max_stderr=self.max_stderr_chars,
+                secrets=secrets,
             )
         env = command_env(lease.base_url, lease.api_key, request.rollout_id, self.command_env)
         return await run_command(
@@ -194,6 +201,7 @@ class AgentEnv(BaseEnv):
             timeout=budget,
             max_answer=self.max_answer_chars,
             max_stderr=self.max_stderr_chars,
+            secrets=secrets,
         )
 
     async def _score(self, rollout: BaseRollout) -> BaseRollout | RolloutOutcome:
@@ -253,6 +261,25 @@ class AgentEnv(BaseEnv):
             await self._own_clients.aclose()
             self._own_clients = None
         await super().aclose()
+
+
+def _max_content_chars() -> int | None:
+    """The run's ``--max-content-chars`` (the engine's config), when an engine runs this rollout."""
+    limit = getattr(getattr(current_scope().engine, "config", None), "max_content_chars", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+async def _model_secrets(request: RolloutRequest[JsonRow]) -> list[str]:
+    """The run's model credentials as its requests send them: what must never come back from the agent."""
+    if request.model_auth is None:
+        return []
+    context = ModelRequestContext(base_url=request.base_url or "", model=request.model, rollout_id=request.rollout_id)
+    try:
+        headers = await request.model_auth.headers_for_request(context)
+    except Exception as exc:  # the proxy's own call will fail the same way, and say so
+        logger.warning("could not read the run's model credentials to mask them: %s", type(exc).__name__)
+        return []
+    return request_secrets(headers)
 
 
 def _settle(run: AgentRun, stop: str | None, calls: Sequence[RecordedCall]) -> tuple[str, str | None]:

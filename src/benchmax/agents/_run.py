@@ -6,6 +6,15 @@ the tail of what it wrote to stderr. Nothing raises out of here for the agent's
 own failures: the calls it made before failing are the rollout's, and the env
 must still build the rollout from them.
 
+A command is another program of the same user, so whatever the driver holds is
+within its reach unless the driver closes it: before the first command starts, the
+driver makes itself non-dumpable (``PR_SET_DUMPABLE 0``), so ``/proc/<driver>/environ``,
+``mem`` and ``fd`` (the run's API key, in the environment the driver was started
+with) no longer open to other processes of the user, nor can they trace it; run as
+root, a command also starts with an empty capability bounding set (no
+``CAP_SYS_PTRACE``, which would reopen them). Whatever a command returns (its answer,
+its stderr, its error) has the run's key masked before anything stores or logs it.
+
 A command runs in a session of its own, so on a timeout (or a cancelled rollout)
 its whole process group is killed, children included. Its stdout and stderr are
 read as bytes and decoded with replacement: an agent that prints non-UTF-8 costs a
@@ -18,13 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from benchmax.auth import mask_secrets
 from benchmax.envs import truncate_text
 
 logger = logging.getLogger("benchmax.agents")
@@ -40,6 +53,10 @@ _ENV_PASSED = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPA
 """The host variables a command sees besides its own: never the host's credentials."""
 
 
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRun:
     """How one agent program ended."""
@@ -49,6 +66,53 @@ class AgentRun:
     error: str | None = None
     stderr_tail: str = ""
     exit_code: int | None = None
+
+    def masked(self, secrets: Sequence[str]) -> AgentRun:
+        """The run with every echo of ``secrets`` (the run's model key) masked in what the program returned."""
+        if not secrets:
+            return self
+        return AgentRun(
+            self.status,
+            answer=mask_secrets(self.answer, secrets),
+            error=None if self.error is None else mask_secrets(self.error, secrets),
+            stderr_tail=mask_secrets(self.stderr_tail, secrets),
+            exit_code=self.exit_code,
+        )
+
+
+class _Driver:
+    """What keeps this process's memory and environment from the commands it starts (Linux)."""
+
+    sealed = False
+
+    @classmethod
+    def seal(cls) -> None:
+        """``PR_SET_DUMPABLE 0``, once: other processes of the user can no longer open this
+        process's ``/proc`` files (``environ``, ``mem``, ``fd``) or trace it."""
+        if cls.sealed or sys.platform != "linux":
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+        cls.sealed = True
+
+    @staticmethod
+    def unprivileged_start() -> Callable[[], None] | None:
+        """For root: a hook run in the child before exec that empties its capability bounding set, so
+        the command (uid 0 still) holds no ``CAP_SYS_PTRACE`` or ``CAP_DAC_*`` into the driver."""
+        if sys.platform != "linux" or os.geteuid() != 0:
+            return None
+        libc = ctypes.CDLL(None, use_errno=True)
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            last = int(handle.read())
+        prctl = libc.prctl
+
+        def drop() -> None:  # in the child, between fork and exec: no allocation, no imports
+            for capability in range(last + 1):
+                if prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+        return drop
 
 
 async def run_function(
@@ -99,8 +163,21 @@ async def run_command(
     max_answer: int,
     max_stderr: int,
     cwd: str | None = None,
+    secrets: Sequence[str] = (),
 ) -> AgentRun:
-    """Run ``argv`` with ``stdin``; its stdout is the answer, non-zero exit an error, past ``timeout`` killed."""
+    """Run ``argv`` with ``stdin``; its stdout is the answer, non-zero exit an error, past ``timeout`` killed.
+
+    ``secrets`` (the run's model key) are masked in every stderr line logged and in what comes back.
+    """
+    try:
+        _Driver.seal()
+        unprivileged = _Driver.unprivileged_start()
+    except (OSError, ValueError) as exc:
+        return AgentRun(
+            "error",
+            error=f"the agent command was not started: the run's key cannot be kept from it ({exc}); "
+            "run it in a sandbox (sandbox=True)",
+        )
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -110,15 +187,16 @@ async def run_command(
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=unprivileged,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         return AgentRun("error", error=f"cannot start the agent command {argv[0]!r}: {exc}")
     stdout = _Head(max_answer * 4)
     stderr = _Tail(max_stderr)
     readers = [
         asyncio.create_task(_feed(process, stdin)),
         asyncio.create_task(_read(process.stdout, stdout.add)),
-        asyncio.create_task(_read_lines(process.stderr, stderr)),
+        asyncio.create_task(_read_lines(process.stderr, stderr, secrets)),
     ]
     timed_out = False
     try:
@@ -145,7 +223,7 @@ async def run_command(
         timed_out=timed_out,
         timeout=timeout,
         max_answer=max_answer,
-    )
+    ).masked(secrets)
 
 
 def command_ended(
@@ -221,7 +299,7 @@ async def _read(stream: asyncio.StreamReader | None, add: Callable[[bytes], None
         add(chunk)
 
 
-async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
+async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail, secrets: Sequence[str] = ()) -> None:
     """Each line to the rollout's log as it comes, and to the bounded tail; a flood is dropped, not kept."""
     assert stream is not None
     pending = b""
@@ -230,18 +308,19 @@ async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            log_line(line)
+            log_line(line, secrets)
         if len(pending) > MAX_LINE_CHARS * 4:
-            log_line(pending)
+            log_line(pending, secrets)
             pending = b""
     if pending:
-        log_line(pending)
+        log_line(pending, secrets)
 
 
-def log_line(line: bytes) -> None:
+def log_line(line: bytes, secrets: Sequence[str] = ()) -> None:
+    """One stderr line of the agent to the rollout's log, bounded, the run's key masked."""
     text = line.decode("utf-8", "replace").rstrip("\r")
     if text.strip():
-        stderr_logger.info("%s", truncate_text(text, MAX_LINE_CHARS))
+        stderr_logger.info("%s", mask_secrets(truncate_text(text, MAX_LINE_CHARS), secrets))
 
 
 class _Head:

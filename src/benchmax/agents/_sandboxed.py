@@ -51,8 +51,10 @@ async def run_in_sandbox(
     timeout: float,
     max_answer: int,
     max_stderr: int,
+    secrets: Sequence[str] = (),
 ) -> AgentRun:
-    """Run ``argv`` in a fresh sandbox that reaches only the proxy; stdout is the answer, stderr lines are logged."""
+    """Run ``argv`` in a fresh sandbox that reaches only the proxy; stdout is the answer, stderr lines are
+    logged; ``secrets`` (the run's model key) are masked in both."""
     spec, base_url = sandbox_spec(sandbox, lease)
     env = {
         **extra_env,
@@ -68,7 +70,7 @@ async def run_in_sandbox(
     except SandboxError as exc:
         raise RolloutFailure(TerminationReason.SANDBOX_ERROR, f"the agent's sandbox failed: {exc}") from exc
     for line in result.stderr.splitlines():
-        log_line(line.encode("utf-8", "replace"))
+        log_line(line.encode("utf-8", "replace"), secrets)
     return command_ended(
         result.stdout,
         result.stderr[-max_stderr:],
@@ -77,4 +79,4 @@ async def run_in_sandbox(
         timeout=timeout,
         max_answer=max_answer,
         where=" in its sandbox",
-    )
+    ).masked(secrets)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from benchmax.envs import Message, TurnRecord, content_text, message_key
+from benchmax.envs import Message, TurnRecord, content_text, message_key, truncate_text
 from benchmax.proxy import RecordedCall
 
 __all__ = ["assign_sequences", "calls_to_turns", "transcript"]
@@ -77,9 +77,49 @@ def calls_to_turns(calls: Sequence[RecordedCall], ended_at: float) -> tuple[Turn
     return tuple(turns)
 
 
-def transcript(prompt: Sequence[Message], calls: Sequence[RecordedCall], answer: str) -> list[Message]:
+def transcript(
+    prompt: Sequence[Message], calls: Sequence[RecordedCall], answer: str, *, max_chars: int | None = None
+) -> list[Message]:
     """The rollout's messages: the last answered call's messages and its reply, then the agent's
-    final answer when it is not that reply's text (before any call: the prompt, then the answer)."""
+    final answer when it is not that reply's text (before any call: the prompt, then the answer).
+
+    ``max_chars`` (the run's ``--max-content-chars``) bounds each text in it, as the engine bounds
+    its own turns: an agent sends whatever it likes, and all of it would be stored.
+    """
+    messages = _transcript(prompt, calls, answer)
+    return messages if max_chars is None else [bounded_message(message, max_chars) for message in messages]
+
+
+def bounded_message(message: Message, max_chars: int) -> Message:
+    """``message`` with its content (text or text parts), reasoning and tool-call arguments cut at ``max_chars``."""
+    bounded = dict(message)
+    content = bounded.get("content")
+    if isinstance(content, str):
+        bounded["content"] = truncate_text(content, max_chars)
+    elif isinstance(content, list):
+        bounded["content"] = [
+            {**part, "text": truncate_text(part["text"], max_chars)}
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+            else part
+            for part in content
+        ]
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(bounded.get(key), str):
+            bounded[key] = truncate_text(bounded[key], max_chars)
+    calls = bounded.get("tool_calls")
+    if isinstance(calls, list):
+        bounded["tool_calls"] = [_bounded_call(call, max_chars) for call in calls]
+    return bounded
+
+
+def _bounded_call(call: object, max_chars: int) -> object:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    return {**call, "function": {**function, "arguments": truncate_text(function["arguments"], max_chars)}}  # type: ignore[dict-item]
+
+
+def _transcript(prompt: Sequence[Message], calls: Sequence[RecordedCall], answer: str) -> list[Message]:
     kept = answered(calls)
     if kept:
         last = kept[-1]

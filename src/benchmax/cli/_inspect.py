@@ -24,7 +24,7 @@ def inspect_command(
         str,
         typer.Option(
             "--host",
-            help="Address to bind. Anything but loopback requires a token (one is generated if omitted).",
+            help="Address to bind. A token is required on any address (one is generated if omitted).",
         ),
     ] = "127.0.0.1",
     token: Annotated[
@@ -32,9 +32,17 @@ def inspect_command(
         typer.Option(
             "--token",
             envvar="BENCHMAX_INSPECT_TOKEN",
-            help="Require this token on every request (sent as ?token=, then kept in a cookie).",
+            help="Require this token on every request (sent as ?token=, then kept in a cookie); "
+            "by default one is generated and printed in the link.",
         ),
     ] = None,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve loopback clients without a token: any user of this machine may then read the runs.",
+        ),
+    ] = False,
     export: Annotated[
         Path | None,
         typer.Option("--export", help="Write a static bundle of the pages to this folder and exit."),
@@ -58,7 +66,7 @@ def inspect_command(
             index = export_static(path, export)
             typer.echo(f"wrote the inspector bundle: open {index}")
             return
-        serve(path, host=host, port=port, token=token, open_browser=not no_browser)
+        serve(path, host=host, port=port, token=token, open_browser=not no_browser, require_token=not no_token)
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc

@@ -6,17 +6,6 @@ being written, or open one copied from another machine.
 
 from benchmax.inspector.app import create_app
 from benchmax.inspector.export import export_static
-from benchmax.inspector.security import AccessGuard, is_loopback, normalize_origin
-from benchmax.inspector.server import InspectorError, bind, resolve_token, serve
+from benchmax.inspector.server import InspectorError, serve
 
-__all__ = [
-    "AccessGuard",
-    "InspectorError",
-    "bind",
-    "create_app",
-    "export_static",
-    "is_loopback",
-    "normalize_origin",
-    "resolve_token",
-    "serve",
-]
+__all__ = ["InspectorError", "create_app", "export_static", "serve"]

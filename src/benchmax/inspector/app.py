@@ -20,9 +20,9 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from benchmax.access import AccessGuard
 from benchmax.inspector import shell
 from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state
-from benchmax.inspector.security import AccessGuard
 from benchmax.store import MAX_IMAGE_URI_CHARS, QUERY_SPEC, RolloutFilter, RunQueries, compare, provenance_changes
 
 STATIC_DIR = Path(__file__).parent / "static"

@@ -1,53 +1,29 @@
-"""Running the inspector: a loopback web server by default, a token for anything else."""
+"""Running the inspector: a loopback web server, behind a token unless the user opts out on loopback.
+
+A run's prompts and completions are as private as the data they came from, and any
+user of this machine can connect to a loopback port. So, as ``benchmax serve`` does,
+a token is generated at start and every request must carry it; the printed link
+carries it (``?token=``, traded for an HttpOnly cookie on first open, as Jupyter
+does), and the browser tab opened is that link. ``--no-token`` serves loopback
+clients without one, on a machine nobody else uses.
+"""
 
 from __future__ import annotations
 
-import re
-import secrets
-import socket
 import threading
 import webbrowser
 from pathlib import Path
 
 import uvicorn
 
-from benchmax.errors import BenchmaxError
+from benchmax.access import AccessError, bind, is_loopback, resolve_token
 from benchmax.inspector.app import create_app
-from benchmax.inspector.security import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-_TOKEN = re.compile(r"[A-Za-z0-9._~-]{8,}")
 
-
-class InspectorError(BenchmaxError, ValueError):
-    """The inspector cannot start as asked (bad token, port taken, nothing to show)."""
-
-
-def resolve_token(host: str, token: str | None) -> str | None:
-    """The token to require: the given one, or a fresh one when binding beyond loopback."""
-    if token is not None and not _TOKEN.fullmatch(token):
-        raise InspectorError(
-            "--token must be at least 8 characters of letters, digits and . _ ~ - (it travels in a URL and a cookie)"
-        )
-    if token is None and not is_loopback(host):
-        return secrets.token_urlsafe(24)
-    return token
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket, or an error that says which port is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise InspectorError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another with --port") from exc
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
+InspectorError = AccessError
+"""The inspector cannot start as asked (a bad token, a taken port): the access layer's error."""
 
 
 def serve(
@@ -56,13 +32,20 @@ def serve(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     open_browser: bool = True,
+    require_token: bool = True,
 ) -> None:
     """Serve the runs under ``path`` until interrupted.
 
-    Binding to anything but loopback always requires a token: one is generated
-    when none is given, and printed in the link to open.
+    A token is required unless ``require_token=False`` (``--no-token``), which
+    only loopback allows: one is generated when none is given, and printed in
+    the link to open.
     """
-    token = resolve_token(host, token)
+    if not require_token and (token is not None or not is_loopback(host)):
+        raise InspectorError(
+            f"--no-token serves loopback only and takes no --token; --host {host} needs a token "
+            "(drop --no-token to have one generated)"
+        )
+    token = resolve_token(host, token, required=require_token)
     app = create_app(path, token=token)
     sock = bind(host, port)
     real_port = sock.getsockname()[1]
@@ -72,6 +55,8 @@ def serve(
     print(f"benchmax inspector: {url}", flush=True)
     if not is_loopback(host):
         print("listening beyond this machine: share the link only with people who may read these runs")
+    elif token is None:
+        print("no token (--no-token): any user of this machine may read these runs")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     if open_browser:
         threading.Thread(target=_open_when_started, args=(server, url), daemon=True).start()

@@ -68,7 +68,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"
     """The body is larger than ``--max-request-bytes`` (HTTP 413)."""
     CAPACITY = "capacity"
-    """``--max-sessions`` sessions are open (HTTP 503), or this client holds its share,
+    """``--max-sessions`` sessions are open (HTTP 503), or this client (its token) holds its share,
     ``--max-sessions-per-client`` (HTTP 429)."""
     TOOL_ERROR = "tool_error"
     """``run_tool`` raised ``ToolError``: its message is a tool result the model sees."""

@@ -9,17 +9,22 @@ wrong program.
 
 A test with a ``check`` is not ``code + check`` run as one program, where the
 program could end the process with status 0 before the check ran
-(``os._exit(0)``, an exiting ``sys.excepthook`` or ``atexit`` hook, a closed
-stdout). A fixed harness runs the candidate, then the check, in one namespace,
-and only when the check returns does it write a random per-test nonce to a
-copy of stdout it took before the candidate ran, and exit through
-``os._exit(0)`` (no hook of the candidate's runs). The nonce is never in the
-program text, its files, stdin, argv or the environment while the candidate
-runs: the harness reads it from a file it deletes first. A test passes only
-with exit status 0 *and* the nonce as the last line. What this does not stop:
-code that searches the harness's own memory (its frames, ``gc``, ``ctypes``)
-for the nonce, or that changes what the check's expressions mean (an
-``__eq__`` that is always true) — the check's author owns those.
+(``os._exit(0)``, ``sys.exit()`` inside a function the check calls, an audit hook
+raising ``SystemExit``, a closed stdout). A fixed harness (``_code_harness.py``) runs
+as two processes: a warden that holds a random per-test nonce and never runs
+candidate code, and a runner, started fresh, that runs the candidate, then the
+check, in one namespace. Only when the check *returns* (an exception out of it,
+``SystemExit(0)`` included, is a failure) does the runner report to the warden over
+a pipe and exit 0; the warden then prints the nonce. A test passes only with exit
+status 0 *and* the nonce as the last line. The nonce is never in the runner's
+process, its files, stdin, argv or environment, and the warden is non-dumpable, so
+no frame, ``gc`` walk or ``/proc`` read by the candidate finds it. If the candidate
+kills the sandbox's supervisor, the run counts as killed (a failed test), not as a
+sandbox fault. What this does not stop: code written against this harness that
+writes the runner's one-byte report to the descriptor it inherits, or that changes
+what the check's expressions mean (an ``__eq__`` that is always true); the check
+runs in the candidate's process, so no harness can tell its return from a forged
+one there — the check's author owns those.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import logging
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 from benchmax.envs import RolloutFailure
@@ -42,68 +48,8 @@ Compare = Literal["exact", "lines", "tokens"]
 
 _CANDIDATE = "__benchmax_candidate__.py"
 _SEALED = "__benchmax_check__.json"
-_HARNESS = """\
-import json as _json
-import os as _os
-import sys as _sys
-import traceback as _traceback
-
-
-def _harness():
-    # Everything the harness needs later is bound now, before candidate code can replace it.
-    exit_now, write, dup, settrace, setprofile = _os._exit, _os.write, _os.dup, _sys.settrace, _sys.setprofile
-    run, build, print_exc = exec, compile, _traceback.print_exc
-    with open("__benchmax_check__.json", "rb") as handle:
-        sealed = _json.loads(handle.read())
-    _os.unlink("__benchmax_check__.json")
-    check, nonce = sealed["check"], sealed["nonce"]
-    del sealed
-    with open("__benchmax_candidate__.py", encoding="utf-8") as handle:
-        code = handle.read()
-    report = dup(1)
-    namespace = {"__name__": "__main__", "__file__": _os.path.abspath("__benchmax_candidate__.py")}
-    namespace["__builtins__"] = __builtins__
-
-    def flush():
-        for stream in {id(s): s for s in (_sys.stdout, _sys.stderr, _sys.__stdout__, _sys.__stderr__)}.values():
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-
-    def fail(status):
-        flush()
-        exit_now(status)
-
-    try:
-        run(build(code, "main.py", "exec"), namespace)
-    except SystemExit as stop:
-        if stop.code not in (None, 0):
-            fail(stop.code if isinstance(stop.code, int) else 1)
-    except BaseException:
-        print_exc()
-        fail(1)
-    settrace(None)
-    setprofile(None)
-    try:
-        run(build(check, "check", "exec"), namespace)
-    except SystemExit as stop:
-        if stop.code not in (None, 0):
-            fail(stop.code if isinstance(stop.code, int) else 1)
-    except BaseException:
-        print_exc()
-        fail(1)
-    flush()
-    try:
-        write(report, ("\\n" + nonce + "\\n").encode())
-    except BaseException:
-        exit_now(1)
-    exit_now(0)
-
-
-_harness()
-"""
-"""The program a test with a ``check`` runs (see the module docstring); it reads the two files above."""
+_HARNESS = (Path(__file__).parent / "_code_harness.py").read_text(encoding="utf-8")
+"""The program a test with a ``check`` runs (``_code_harness.py``); it reads the two files above."""
 
 
 @dataclass(frozen=True, slots=True)

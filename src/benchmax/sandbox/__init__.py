@@ -18,7 +18,7 @@ from benchmax.sandbox._bwrap_host import find_bwrap
 from benchmax.sandbox._bwrap_sandbox import BwrapSandbox
 from benchmax.sandbox._default import default_provider, sandbox_kind
 from benchmax.sandbox._docker import DockerProvider, DockerSandbox
-from benchmax.sandbox._errors import SandboxError, SandboxUnavailable
+from benchmax.sandbox._errors import SandboxEnded, SandboxError, SandboxUnavailable
 from benchmax.sandbox._guard import GuardProvider, GuardSandbox
 from benchmax.sandbox._pool import SandboxPool
 from benchmax.sandbox._python import SandboxResult, run_python, run_python_async
@@ -40,6 +40,7 @@ __all__ = [
     "PortForward",
     "RolloutSandboxes",
     "Sandbox",
+    "SandboxEnded",
     "SandboxError",
     "SandboxPool",
     "SandboxProvider",

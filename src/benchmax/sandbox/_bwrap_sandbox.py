@@ -27,7 +27,7 @@ from benchmax.sandbox._base import (
     Sandbox,
 )
 from benchmax.sandbox._bwrap_host import _MIB, _base_env, _start_failure
-from benchmax.sandbox._errors import SandboxError
+from benchmax.sandbox._errors import SandboxEnded, SandboxError
 from benchmax.sandbox._forward import ForwardRelay
 from benchmax.sandbox._spec import ExecResult, FileInfo, Limits, SandboxSpec
 from benchmax.sandbox._tar import tar_directory, untar
@@ -179,7 +179,8 @@ class BwrapSandbox(Sandbox):
         self._ended = "stopped" if self._stopped else reason
         tail = self._stderr.decode("utf-8", "replace").strip()[-1000:]
         detail = f": {tail}" if tail and not self._stopped else ""
-        error = SandboxError(f"sandbox {self.id} {self._ended}{detail}")
+        ended_under_us = self._ready.done() and not self._stopped
+        error = (SandboxEnded if ended_under_us else SandboxError)(f"sandbox {self.id} {self._ended}{detail}")
         if not self._ready.done():
             self._ready.set_exception(error)
             self._ready.exception()  # retrieved: nobody may be waiting any more

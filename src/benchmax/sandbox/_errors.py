@@ -13,5 +13,15 @@ class SandboxError(BenchmaxError, RuntimeError):
     """
 
 
+class SandboxEnded(SandboxError):
+    """The sandbox ended under a running request, not by its owner's ``stop``.
+
+    Every process in a sandbox runs as one user, so a command can kill the sandbox's
+    supervisor (or break its channel); a program that does so ends its own run.
+    :func:`benchmax.sandbox.run_python` reports that as the program killed (exit -9),
+    which scores as a failed test; other callers see this error.
+    """
+
+
 class SandboxUnavailable(SandboxError):
     """No sandbox of the asked kind can run on this machine; the message says how to fix that."""

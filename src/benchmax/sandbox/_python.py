@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 from benchmax.aio import block_on
 from benchmax.sandbox._base import Sandbox, SandboxProvider
 from benchmax.sandbox._default import default_provider
+from benchmax.sandbox._errors import SandboxEnded
 from benchmax.sandbox._guard import GuardSandbox
 from benchmax.sandbox._spec import ExecResult, Limits, SandboxSpec
 
@@ -151,14 +153,27 @@ async def _run_in(
         isolation = "guard"
     else:
         interpreter = python or getattr(sandbox, "python", None) or "python3"
-        run = await sandbox.exec(
-            [interpreter, "-E", "-s", "-B", "-X", "utf8", _MAIN],
-            stdin=stdin,
-            timeout=timeout,
-            limits=limits,
-            max_output_bytes=max_output_bytes,
-        )
         isolation = sandbox.provider
+        started = time.monotonic()
+        try:
+            run = await sandbox.exec(
+                [interpreter, "-E", "-s", "-B", "-X", "utf8", _MAIN],
+                stdin=stdin,
+                timeout=timeout,
+                limits=limits,
+                max_output_bytes=max_output_bytes,
+            )
+        except SandboxEnded as exc:
+            # the program killed the sandbox's supervisor (it runs as the same user): its own end
+            return SandboxResult(
+                stdout="",
+                stderr=f"the program ended the sandbox it ran in (its supervisor is gone: {exc}); counted as killed",
+                exit_code=-9,
+                timed_out=False,
+                output_truncated=False,
+                duration_s=time.monotonic() - started,
+                isolation=isolation,
+            )
     return _result(run, isolation, max_output_bytes)
 
 

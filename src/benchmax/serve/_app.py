@@ -4,9 +4,9 @@ Every body is JSON, read up to ``max_request_bytes`` and checked here, at the
 boundary: a bad one is answered 4xx with ``{"error": {"code", "message"}}``
 naming the field. Calls into env code are answered 200 even when the env code
 raised: its error is the answer (see :mod:`benchmax.remote.wire`). The access
-rule is the inspector's (:class:`benchmax.inspector.AccessGuard`: loopback
-only, a token for what runs env code, no page at another origin), applied to
-WebSockets too. A POST must say its body is JSON: a web page can send a
+rule is the one the inspector uses too (:class:`benchmax.access.AccessGuard`:
+loopback only, a token for what runs env code, no page at another origin),
+applied to WebSockets too. A POST must say its body is JSON: a web page can send a
 cross-origin form or ``no-cors`` ``text/plain`` POST without asking, never an
 ``application/json`` one.
 """
@@ -26,8 +26,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
+from benchmax.access import AccessGuard, credential_of
 from benchmax.envs import DatasetError, validate_max_examples
-from benchmax.inspector import AccessGuard
 from benchmax.remote import wire
 from benchmax.serve import _openenv
 from benchmax.serve._service import EnvService
@@ -197,7 +197,7 @@ def create_app(
             if example_id is not None and not isinstance(example_id, str):
                 raise wire.WireError("example_id must be a string")
             example = await service.example(split, index=index, example_id=example_id)
-        _, answer = await service.open(rollout_id, example, client=_client_of(request.client))
+        _, answer = await service.open(rollout_id, example, client=credential_of(request.scope))
         return json_response(answer)
 
     @endpoint
@@ -290,12 +290,6 @@ def _check_json_media_type(content_type: str | None) -> None:
             f"the body must be sent as Content-Type: application/json (got {media_type or 'none'})",
             wire.ErrorCode.UNSUPPORTED_MEDIA_TYPE,
         )
-
-
-def _client_of(address: object) -> str:
-    """The peer address a client's sessions are counted under (``--max-sessions-per-client``)."""
-    host = getattr(address, "host", None)
-    return str(host) if host else "unknown"
 
 
 def _count(raw: str | None, name: str, *, minimum: int) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from benchmax.access import credential_of
 from benchmax.envs import TerminationReason, implements
 from benchmax.remote import wire
 from benchmax.serve._service import EnvService
@@ -93,7 +94,7 @@ class _Refused(Exception):
 def endpoint(service: EnvService) -> Callable[[WebSocket], Awaitable[None]]:
     async def websocket(socket: WebSocket) -> None:
         await socket.accept()
-        client = socket.client.host if socket.client is not None and socket.client.host else "unknown"
+        client = credential_of(socket.scope)
         episode = _Episode(service, client)
         why: str | None = "its WebSocket disconnected"
         try:

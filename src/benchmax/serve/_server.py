@@ -11,19 +11,17 @@ drops it on loopback only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from benchmax.access import bind, is_loopback, normalize_origin, private_token_file, resolve_token
 from benchmax.envs import BaseEnv, check_env_definition, implements, install_log_capture
 from benchmax.errors import BenchmaxError
-from benchmax.inspector import bind, is_loopback, normalize_origin, resolve_token
 from benchmax.loading import load_env
 from benchmax.remote import is_remote_spec, wire
 from benchmax.serve._app import create_app
@@ -106,9 +104,16 @@ def serve(
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         shown = f"[{shown}]" if ":" in shown else shown
         announce(f"benchmax serve: {type(env).__name__} at http://{shown}:{real_port} (data: {base_dir})")
-        token_file = wire.token_path(real_port) if token is not None and not given else None
-        if token_file is not None:
-            announce(f"the token that runs env code is in {token_file} (benchmax eval on this machine reads it)")
+        token_path = wire.token_path(real_port) if token is not None and not given else None
+        token_file = None
+        if token_path is not None and token is not None:
+            try:
+                # parents[2]: the shared runtime directory, which another user may be able to write
+                token_file = private_token_file(token_path, token, below=token_path.parents[2])
+            except BaseException:
+                sock.close()
+                raise
+            announce(f"the token that runs env code is in {token_path} (benchmax eval on this machine reads it)")
         if token is not None and not given and not is_loopback(host):
             announce(f"clients need the token: export {wire.TOKEN_ENV}={token}")
         if not is_loopback(host):
@@ -122,7 +127,7 @@ def serve(
             token=token,
             token_for_reads=token_for_reads,
             allowed_origins=origins,
-            on_shutdown=[lambda: _remove_token_file(token_file, token)],
+            on_shutdown=[token_file.remove] if token_file is not None else [],
         )
         server = uvicorn.Server(
             uvicorn.Config(
@@ -136,40 +141,11 @@ def serve(
         )
         started = True
         try:
-            with _private_token_file(token_file, token):
-                server.run(sockets=[sock])
+            server.run(sockets=[sock])
         finally:
             sock.close()
+            if token_file is not None:
+                token_file.remove()
     finally:
         if not started:
             asyncio.run(env.aclose())
-
-
-def _write_private(path: Path, token: str) -> None:
-    """``token`` in a file only this user can read, in a directory only this user can list."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token + "\n")
-    os.replace(staged, path)
-
-
-@contextlib.contextmanager
-def _private_token_file(path: Path | None, token: str | None) -> Iterator[None]:
-    """The token file while the server runs; it goes when the server stops, unless a newer server
-    on the port replaced it."""
-    if path is not None and token is not None:
-        _write_private(path, token)
-    try:
-        yield
-    finally:
-        _remove_token_file(path, token)
-
-
-def _remove_token_file(path: Path | None, token: str | None) -> None:
-    if path is not None and token is not None:
-        with contextlib.suppress(OSError):
-            if path.read_text().strip() == token:
-                path.unlink()

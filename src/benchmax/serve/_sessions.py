@@ -54,7 +54,8 @@ class Session:
     rollout_id: str
     example: Example[Any]
     client: str = ""
-    """The peer address that opened it: each counts against ``max_per_client``."""
+    """Who opened it (the credential it authenticated with, :func:`benchmax.access.credential_of`):
+    each counts against ``max_per_client``."""
     tools: list[Tool] = field(default_factory=list)
     split: DatasetSplit | None = None
     created_at: float = field(default_factory=time.time)
@@ -124,7 +125,7 @@ class SessionTable:
     async def open(
         self, rollout_id: str | None, example: Example[Any], *, client: str = ""
     ) -> tuple[Session, list[Any]]:
-        """Enter the env's context for a new session of ``client`` (its peer address); its logs come back.
+        """Enter the env's context for a new session of ``client`` (its credential); its logs come back.
 
         Raises :class:`SessionError` when the server or the client's share of it is full,
         or the rollout id has a session, and :class:`ContextFailed` when the context fails

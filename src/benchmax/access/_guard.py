@@ -18,6 +18,7 @@ from a program, not a page, and is judged by the rules above.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ CONTENT_SECURITY_POLICY = (
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that only read: everything else changes state (opens a session, runs a tool)."""
 _LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
+_CREDENTIAL = "benchmax.credential"
+"""The ASGI scope key under which the guard records what a request authenticated with."""
 
 
 def is_loopback(host: str | None) -> bool:
@@ -99,6 +102,8 @@ class AccessGuard:
                 return
             await _deny(send, *refusal)
             return
+        if self.token is not None and self._needs_token(scope):
+            scope[_CREDENTIAL] = _fingerprint(self.token)
         if websocket:
             await self.app(scope, receive, send)
             return
@@ -141,6 +146,21 @@ class AccessGuard:
         if not is_loopback(_hostname(headers.get("host", ""))):
             return 403, "unexpected Host header: open it via 127.0.0.1"
         return None
+
+
+def credential_of(scope: Scope) -> str:
+    """Who a request is, for per-client shares: the token it authenticated with (a fingerprint,
+    never the token), whatever address it came from; without a token, loopback as a whole (no
+    other client is served then).
+
+    Not the peer address: one host has many (127.0.0.0/8, IPv6 privacy addresses), so an
+    address would give one token holder as many shares as addresses it can bind.
+    """
+    return scope.get(_CREDENTIAL) or "no-token (every local program)"
+
+
+def _fingerprint(token: str) -> str:
+    return "token sha256:" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def _with_security_headers(send: Send) -> Send:
