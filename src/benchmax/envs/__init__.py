@@ -24,7 +24,8 @@ from benchmax.envs._messages import (
     tool_message,
     truncate_text,
 )
-from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage, turn_rewards_total
+from benchmax.envs._response import ENV_RESPONSE_ROLES, EnvResponse
 from benchmax.envs._runtime import register_engine
 from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
 from benchmax.envs._termination import (
@@ -69,6 +70,7 @@ from benchmax.envs.shared_types import (
 
 __all__ = [
     "CHAT_ROLES",
+    "ENV_RESPONSE_ROLES",
     "MAX_REWARD_COMPONENTS",
     "MAX_REWARD_NAME_CHARS",
     "SCORABLE_REASONS",
@@ -80,6 +82,7 @@ __all__ = [
     "DatasetNotFound",
     "DatasetSplit",
     "EnvDefinitionError",
+    "EnvResponse",
     "EnvSpecError",
     "Environment",
     "Example",
@@ -137,5 +140,6 @@ __all__ = [
     "tool_error_ids",
     "tool_message",
     "truncate_text",
+    "turn_rewards_total",
     "validate_max_examples",
 ]

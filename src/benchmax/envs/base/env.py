@@ -18,6 +18,7 @@ from typing import Any
 from benchmax.auth import ModelRequestContext  # noqa: F401
 from benchmax.envs._errors import EnvDefinitionError
 from benchmax.envs._records import TurnRecord, Usage, total_usage
+from benchmax.envs._response import EnvResponse
 from benchmax.envs._runtime import close_default_engine, engine_for
 from benchmax.envs._termination import settle_termination_reason  # noqa: F401
 from benchmax.envs._types import DatasetSplit, JsonRow, Messages, RewardMap, Tool
@@ -101,6 +102,22 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """Execute one tool call; the return value is the tool result the model sees."""
         raise ValueError(f"Unknown tool: {tool_name}")
+
+    async def env_response(self, rollout: BaseRollout) -> EnvResponse | None:
+        """Answer the model's latest turn: an observation, a reward for the turn, or the end of the episode.
+
+        Optional. Without it a reply without tool calls ends the rollout (the loop of
+        0.2.x). With it, the engine calls it after every assistant turn that ended
+        cleanly, once that turn's tool calls have run, with the transcript so far
+        (``rollout.messages`` ends with the reply or its tool results;
+        ``rollout.turns[-1]`` is the turn being answered). Return an
+        :class:`EnvResponse` (messages to append as user turns, ``rewards`` for the
+        turn, ``done``), or ``None`` for nothing to add: then the turn goes on as
+        without the hook (tool results go back to the model, a plain reply finishes).
+        Keep per-episode state keyed by ``rollout.rollout_id`` (set up in
+        ``rollout_context``), as ``run_tool`` does.
+        """
+        return None
 
     @asynccontextmanager
     async def rollout_context(self, rollout_id: str, example: Example[JsonRow]) -> AsyncIterator[None]:
