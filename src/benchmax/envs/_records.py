@@ -142,7 +142,7 @@ class LogEntry:
     """A stdlib log record emitted while a rollout (or its group hook) ran.
 
     ``turn`` and ``phase`` place the record in the transcript: ``phase`` is one of
-    ``context``, ``model``, ``tools``, ``reward``, ``group_reward``.
+    ``context``, ``model``, ``tools``, ``env`` (``env_response``), ``reward``, ``group_reward``.
     """
 
     time: float

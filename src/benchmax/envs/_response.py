@@ -1,4 +1,4 @@
-"""What an env says after a model turn: the observation the model sees next, a reward for the turn, and whether the episode is over.
+"""What an env says after a model turn: the next observation, a reward for the turn, whether the episode is over.
 
 ``BaseEnv.env_response`` returns one :class:`EnvResponse` per assistant turn. It is
 a frozen record because it crosses boundaries as it is: from the env to the engine,
