@@ -145,6 +145,13 @@ def rescore_command(
         meta = run.run_meta
         render_summary(console, run.stats(), cost=meta.cost)
         render_provenance(console, meta.provenance)
+    for name, parts in (meta.replay_only or {}).items():
+        console.print(
+            f"[yellow]note:[/] {escape(str(name))}'s {escape(' and '.join(map(str, parts)))} come from its episodes "
+            "(env_response): kept as stored, not recomputed (only a replay could); the outcome was rescored",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(
         f"rescored run stored in {target}; compare with: {command_line('benchmax', 'diff', run_dir, target)}",
         soft_wrap=True,

@@ -48,7 +48,7 @@ from benchmax.envs._types import (
 )
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
 from benchmax.envs.base.dataset import collect_dataset_problems, collecting_dataset_problems
-from benchmax.envs.base.env import check_env_definition, implements
+from benchmax.envs.base.env import check_env_definition, implements, replay_only
 from benchmax.envs.dataset import (
     Dataset,
     ListDataset,
@@ -132,6 +132,7 @@ __all__ = [
     "is_scored",
     "message_key",
     "register_engine",
+    "replay_only",
     "resolve_dataset_path",
     "resolve_under",
     "rollout_scope",

@@ -65,6 +65,12 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
     the model instead of calling ``run_tool`` (off by default: 0.2.x passes arguments as sent)."""
     concurrent_tool_calls: bool = False
     """Run the tool calls of one turn concurrently (off by default: one after another, as 0.2.x)."""
+    outcome_from_transcript: bool | None = None
+    """Whether the scoring hooks read only what a run stores (the transcript, its turn records, the
+    example), so ``benchmax rescore`` can recompute the outcome. ``None``: yes for an env without
+    ``env_response``; no for one with it, whose hooks may read state the episode built (a game
+    board), which only a replay of the episode rebuilds: rescore then refuses instead of scoring
+    stale state. Turn rewards (``env_response``'s) are never recomputed by rescore: they are kept."""
 
     def __init__(self, *, max_turns: int | None = None, max_tool_calls: int | None = None) -> None:
         if max_turns is not None:
@@ -163,6 +169,14 @@ def implements(env: Environment[Any, Any] | type[Environment[Any, Any]], hook: s
     cls = env if isinstance(env, type) else type(env)
     base = BaseEnv if issubclass(cls, BaseEnv) else Environment
     return getattr(cls, hook, None) is not getattr(base, hook, None)
+
+
+def replay_only(env: Environment[Any, Any]) -> tuple[str, ...]:
+    """The reward parts of ``env`` that only a replay of the episode could compute again
+    (``"turn rewards"``, ``"outcome"``), so ``benchmax rescore`` says so instead of returning stale numbers."""
+    if not isinstance(env, BaseEnv) or not implements(env, "env_response"):
+        return ()
+    return ("turn rewards",) if env.outcome_from_transcript else ("turn rewards", "outcome")
 
 
 def check_limits(env: BaseEnv) -> None:
