@@ -947,8 +947,12 @@
       if (!steps.length) return h('p', { class: 'muted', text: 'No training step recorded yet.' });
       const names = Object.keys(overview.components);
       const value = (row, key) => (typeof row.metrics[key] === 'number' ? row.metrics[key] : null);
+      // the env's per-turn rewards (env_response), mean per turn of the rollouts each step generated
+      const turnNames = [...new Set(steps.flatMap((row) => Object.keys(row.metrics).filter((key) => key.startsWith('turn_rewards/'))))].sort();
       const series = [
         ...names.map((name) => ({ label: name, key: `generated/${name}` })),
+        ...turnNames.map((key) => ({ label: `turn reward · ${key.slice('turn_rewards/'.length)}`, key })),
+        ...(turnNames.length ? [{ label: 'turns per rollout', key: 'turns/mean' }] : []),
         { label: 'dead-group share', key: 'groups/dead_share' },
       ];
       // a mixture's steps hold each env's figures under "envs": its reward curve and its dead groups apart
