@@ -33,7 +33,7 @@ import orjson
 from benchmax.client import ClientPool, ModelError, scoped_client
 from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
-from benchmax.engine._env_turns import env_turn, hook_location, with_answer
+from benchmax.engine._env_turns import env_turn, with_answer
 from benchmax.engine._logs import LogSink
 from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
@@ -57,6 +57,7 @@ from benchmax.envs import (
     check_group,
     current_scope,
     enter_scope,
+    hook_source,
     implements,
     install_log_capture,
 )
@@ -114,7 +115,7 @@ class Engine:
         self._started = False
         self._own_tools = self._base and implements(env, "tools_for")
         self._env_turns = self._base and implements(env, "env_response")
-        self._env_hook = hook_location(env) if self._env_turns else ""  # type: ignore[arg-type]
+        self._env_hook = hook_source(env, "env_response") if self._env_turns else ""
         self._tools_by_identity: dict[int, tuple[object, dict[str, Tool] | _BadTools]] = {}
         self._tools_by_content: dict[bytes, dict[str, Tool] | _BadTools] = {}
         install_log_capture(self.config.log_level)

@@ -9,9 +9,7 @@ naming where the hook is defined so its author finds it at once.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import os
 import time
 import traceback
 from collections.abc import Mapping
@@ -29,6 +27,7 @@ from benchmax.envs import (
     TerminationReason,
     TurnRecord,
     content_text,
+    shown_path,
     truncate_text,
 )
 from benchmax.telemetry import env_turn_result, env_turn_span
@@ -50,25 +49,6 @@ class EnvTurn:
     done: bool
     info: str | None
     seconds: float
-
-
-def hook_location(env: BaseEnv) -> str:
-    """``file:line`` of the env's ``env_response`` (relative to the working directory when under it)."""
-    function = inspect.unwrap(type(env).env_response)
-    try:
-        path = inspect.getsourcefile(function) or "?"
-        line = inspect.getsourcelines(function)[1]
-    except (OSError, TypeError):
-        return "?"
-    return f"{_shown(path)}:{line}"
-
-
-def _shown(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
 
 
 async def env_turn(
@@ -144,7 +124,7 @@ def _raised_at(exc: BaseException) -> str:
     if not frames:
         return ""
     last = frames[-1]
-    return f" at {_shown(last.filename)}:{last.lineno}"
+    return f" at {shown_path(last.filename)}:{last.lineno}"
 
 
 class _Malformed(ValueError):

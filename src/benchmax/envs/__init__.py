@@ -48,7 +48,7 @@ from benchmax.envs._types import (
 )
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
 from benchmax.envs.base.dataset import collect_dataset_problems, collecting_dataset_problems
-from benchmax.envs.base.env import check_env_definition, implements, replay_only
+from benchmax.envs.base.env import check_env_definition, hook_source, implements, replay_only, shown_path
 from benchmax.envs.dataset import (
     Dataset,
     ListDataset,
@@ -125,6 +125,7 @@ __all__ = [
     "current_scope",
     "enter_scope",
     "group_scope",
+    "hook_source",
     "implements",
     "install_log_capture",
     "is_content_part",
@@ -137,6 +138,7 @@ __all__ = [
     "resolve_under",
     "rollout_scope",
     "settle_termination_reason",
+    "shown_path",
     "to_example",
     "tool_error_ids",
     "tool_message",

@@ -7,6 +7,8 @@ this module stays a description of *what* an env is, not *how* it is run.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -169,6 +171,27 @@ def implements(env: Environment[Any, Any] | type[Environment[Any, Any]], hook: s
     cls = env if isinstance(env, type) else type(env)
     base = BaseEnv if issubclass(cls, BaseEnv) else Environment
     return getattr(cls, hook, None) is not getattr(base, hook, None)
+
+
+def hook_source(env: Environment[Any, Any], hook: str) -> str:
+    """``file:line`` where ``env`` defines ``hook`` (relative to the working directory when under it),
+    so an error about the hook sends its author straight there; ``?`` when the source is unknown."""
+    function = inspect.unwrap(getattr(type(env), hook))
+    try:
+        path = inspect.getsourcefile(function) or "?"
+        line = inspect.getsourcelines(function)[1]
+    except (OSError, TypeError):
+        return "?"
+    return f"{shown_path(path)}:{line}"
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as given."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
 
 
 def replay_only(env: Environment[Any, Any]) -> tuple[str, ...]:
