@@ -468,7 +468,6 @@ class Engine:
         env = self.env
         assert isinstance(env, BaseEnv)
         attempt.sink.phase = "env"
-        clock = time.perf_counter()
         answer = await env_turn(
             env,
             self._view(attempt),
@@ -478,9 +477,9 @@ class Engine:
             timeout=self.config.env_response_timeout,
             max_chars=self.config.max_tool_result_chars,
         )
-        attempt.turns[-1] = with_answer(attempt.turns[-1], answer, time.perf_counter() - clock)
         if answer is None:
             return not plain
+        attempt.turns[-1] = with_answer(attempt.turns[-1], answer)
         attempt.messages.extend(answer.messages)
         return not answer.done
 

@@ -87,29 +87,26 @@ async def env_turn(
                 TerminationReason.ENV_RESPONSE_ERROR,
                 f"{hook} raised {type(exc).__name__}{_raised_at(exc)}: {truncate_text(str(exc), 500)}",
             ) from None
-        seconds = time.perf_counter() - clock
         if raw is None:
             return None
         try:
-            answer = _check(raw, plain=plain, max_chars=max_chars, hook=hook)
+            answer = _check(raw, plain=plain, max_chars=max_chars, hook=hook, seconds=time.perf_counter() - clock)
         except _Malformed as exc:
             logger.error("%s (turn %d)", exc, turn)
             raise RolloutFailure(TerminationReason.ENV_RESPONSE_ERROR, f"{exc} (turn {turn})") from None
-        answer = replace(answer, seconds=seconds)
-        env_turn_result(
-            active,
-            done=answer.done,
-            messages=len(answer.messages),
-            rewards=answer.rewards,
-            observation="\n".join(content_text(message.get("content")) for message in answer.messages),
-        )
+        if active is not None:
+            env_turn_result(
+                active,
+                done=answer.done,
+                messages=len(answer.messages),
+                rewards=answer.rewards,
+                observation="\n".join(content_text(message.get("content")) for message in answer.messages),
+            )
         return answer
 
 
-def with_answer(turn: TurnRecord, answer: EnvTurn | None, seconds: float) -> TurnRecord:
+def with_answer(turn: TurnRecord, answer: EnvTurn) -> TurnRecord:
     """The turn's record with what the env said about it."""
-    if answer is None:
-        return replace(turn, env_seconds=seconds)
     return replace(
         turn,
         rewards=answer.rewards,
@@ -131,7 +128,7 @@ class _Malformed(ValueError):
     pass
 
 
-def _check(raw: object, *, plain: bool, max_chars: int, hook: str) -> EnvTurn:
+def _check(raw: object, *, plain: bool, max_chars: int, hook: str, seconds: float) -> EnvTurn:
     if not isinstance(raw, EnvResponse):
         raise _Malformed(
             f"{hook} returned {type(raw).__name__}; return an EnvResponse(messages, rewards, done, info) or None"
@@ -165,7 +162,7 @@ def _check(raw: object, *, plain: bool, max_chars: int, hook: str) -> EnvTurn:
         rewards,
         raw.done,
         truncate_text(info, MAX_INFO_CHARS) if info is not None else None,
-        0.0,
+        seconds,
     )
 
 

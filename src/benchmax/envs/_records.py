@@ -112,7 +112,7 @@ class TurnRecord:
     """The reward components the env gave this turn's reply (``EnvResponse.rewards``);
     ``None`` where it gave none (no ``env_response`` hook, or a turn it did not score)."""
     env_seconds: float = 0.0
-    """Seconds the env's ``env_response`` took after this turn."""
+    """Seconds the env's ``env_response`` took after this turn (0.0 where it answered ``None``)."""
     env_messages: int = 0
     """How many messages the env appended after this turn (after its tool results): the
     observation the model reads next, the last ``env_messages`` messages of the turn."""
