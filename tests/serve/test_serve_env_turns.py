@@ -22,7 +22,7 @@ from serve_support import scripted, wait_until, write_rows
 from benchmax.store import open_run
 from benchmax.testing import free_port
 
-ENV_CODE = '''
+ENV_CODE = """
 from benchmax.envs import BaseEnv, EnvResponse, JsonlDataset
 
 
@@ -46,7 +46,7 @@ class TurnsEnv(BaseEnv):
 
     async def compute_reward(self, rollout):
         return {"turns": float(len(rollout.turns))}
-'''
+"""
 
 ROWS = [
     scripted("game", [{"content": "a"}, {"content": "b"}, {"content": "c"}], "", plan=["say", "done"]),
