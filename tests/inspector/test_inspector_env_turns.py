@@ -56,7 +56,7 @@ def _game(rollout_id: str, now: float) -> RolloutOutcome:
                 env_messages=1,
                 env_info="solved",
             ),
-        ),  # fmt: skip
+        ),
         started_at=now,
         ended_at=now + 0.05,
     )
@@ -78,7 +78,7 @@ def _write(run_dir: Path, *, kind: str) -> None:
                 sample_indices=(0,),
                 started_at=now,
                 ended_at=now,
-            )  # fmt: skip
+            )
         )
         if kind == "train":
             session.record_step(
