@@ -198,3 +198,32 @@ def test_rescore_refuses_an_env_whose_outcome_may_read_episode_state(guess_run, 
     assert result.returncode == 2, result.stdout
     assert "only a replay rebuilds" in result.stdout and "outcome_from_transcript = True" in result.stdout
     assert not (tmp_path / "refused").exists()
+
+
+def test_a_mixture_of_both_examples_records_which_rewards_only_a_replay_recomputes(
+    tmp_path, load_policy, load_example, example_dir
+):
+    import asyncio
+
+    retry_rows = asyncio.run(load_example("retry_feedback")().create_dataset("eval", example_dir("retry_feedback")))
+    guess, retry = load_policy("guess_number")(), load_policy("retry_feedback")(retry_rows)
+
+    def policy(body):
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        return guess(body) if "thinking of a whole number" in first else retry(body)
+
+    with ScriptedServer(policy) as server:
+        result = cli(
+            "eval", example_dir("guess_number"), example_dir("retry_feedback"), "--base-url", server.base_url,
+            "--model", "scripted", "--max-examples", "4", "--no-progress", "--run-dir", tmp_path / "mix",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    with Run(tmp_path / "mix") as run:
+        meta = run.run_meta
+        stats = run.stats()
+        rollouts = list(run.rollouts())
+    assert sorted(meta.replay_only) == ["guess_number", "retry_feedback"]
+    assert all(parts == ["turn rewards"] for parts in meta.replay_only.values())
+    assert set(stats.turn_rewards) == {"informative", "hit", "correct"}
+    assert all(rollout.termination_reason == "finished" for rollout in rollouts)
+    assert {len(rollout.turns) > 1 for rollout in rollouts} == {True}
