@@ -185,6 +185,11 @@ def test_rescore_keeps_turn_rewards_says_so_and_diff_lines_up(guess_run, tmp_pat
     diff = cli("diff", run_dir, tmp_path / "rescored")
     assert diff.returncode == 0, diff.stdout
     assert "solved" in diff.stdout
+    assert "turn rewards, mean per turn (B - A)" in diff.stdout
+    with Run(run_dir) as old_run:
+        turns = old_run.stats().turn_rewards["informative"].turns
+    rows = [line for line in diff.stdout.split("turn rewards, mean per turn")[1].splitlines() if "informative" in line]
+    assert len(rows) == 1 and rows[0].count(f"{turns:,}") == 2  # the same turns on both sides
 
 
 def test_rescore_refuses_an_env_whose_outcome_may_read_episode_state(guess_run, tmp_path, example_dir):
