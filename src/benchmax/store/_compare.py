@@ -298,26 +298,22 @@ def compare(
         }
         item["prompt"] = prompts.get(item["example_id"], "")
         page_rows.append(item)
-    return _with_envs(
-        a,
-        b,
-        {
-            "components": [
-                {
-                    "component": name,
-                    "a": means_a.get(name),
-                    "b": means_b.get(name),
-                    "delta": _sub(means_a.get(name), means_b.get(name)),
-                }
-                for name in names
-            ],
-            "headline": {"a": a.headline(), "b": b.headline()},
-            "only_a": only_a or 0,
-            "only_b": only_b or 0,
-            "common": common or 0,
-            "examples": Page(page_rows, total, offset, limit).to_dict(),
-        },
-    )
+    return _with_envs(a, b, {
+        "components": [
+            {
+                "component": name,
+                "a": means_a.get(name),
+                "b": means_b.get(name),
+                "delta": _sub(means_a.get(name), means_b.get(name)),
+            }
+            for name in names
+        ],
+        "headline": {"a": a.headline(), "b": b.headline()},
+        "only_a": only_a or 0,
+        "only_b": only_b or 0,
+        "common": common or 0,
+        "examples": Page(page_rows, total, offset, limit).to_dict(),
+    })
 
 
 def _component_means(conn: sqlite3.Connection, side: str) -> dict[str, float]:
@@ -398,22 +394,18 @@ def _compare_in_memory(
     prompts = _page_prompts(a, b, [row["example_id"] for row in page])
     for row in page:
         row["prompt"] = prompts.get(row["example_id"], "")
-    return _with_envs(
-        a,
-        b,
-        {
-            "components": [
-                {"component": delta.component, "a": delta.mean_a, "b": delta.mean_b, "delta": delta.delta}
-                for delta in result.components
-                if delta.component != HEADLINE
-            ],
-            "headline": {"a": a.headline(), "b": b.headline()},
-            "only_a": len(result.only_in_a),
-            "only_b": len(result.only_in_b),
-            "common": len(per_a.keys() & per_b.keys()),
-            "examples": Page(page, len(rows), offset, limit).to_dict(),
-        },
-    )
+    return _with_envs(a, b, {
+        "components": [
+            {"component": delta.component, "a": delta.mean_a, "b": delta.mean_b, "delta": delta.delta}
+            for delta in result.components
+            if delta.component != HEADLINE
+        ],
+        "headline": {"a": a.headline(), "b": b.headline()},
+        "only_a": len(result.only_in_a),
+        "only_b": len(result.only_in_b),
+        "common": len(per_a.keys() & per_b.keys()),
+        "examples": Page(page, len(rows), offset, limit).to_dict(),
+    })
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
