@@ -9,6 +9,7 @@ loses the outcome but its first turn earned a turn reward.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -120,3 +121,22 @@ def test_the_gradient_of_each_token_follows_its_advantage(mode):
         assert a_turns[0] == a_turns[1] < 0 < b_turns[0] == b_turns[1]  # A's tokens all pushed up, B's all down
     else:
         assert b_turns[0] < 0 < b_turns[1]  # B's rewarded first turn is pushed up, its second down
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"credit": "per-step"}, "credit must be 'outcome' or 'per_turn'"),
+        ({"credit": "per_turn", "turn_discount": 1.5}, "turn_discount must be in [0, 1]"),
+    ],
+)
+def test_an_unknown_credit_mode_or_discount_is_refused_before_training(changes, message):
+    from benchmax.train import TrainConfig, TrainError
+
+    with pytest.raises(TrainError, match=re.escape(message)):
+        TrainConfig(env="examples/guess_number", **changes)
+
+
+def test_token_advantages_refuse_an_unknown_mode():
+    with pytest.raises(ValueError, match="credit must be one of outcome, per_turn"):
+        token_advantages(SEQUENCES, OUTCOMES, REWARDS, 2, mode="per_step")
