@@ -261,7 +261,7 @@ REASONS = {
     "finished": ([PLAIN], ["say", "done"], {}, {}),
     "max_turns_exceeded": ([PLAIN] * 5, ["say"] * 5, {}, {}),
     "tool_budget_exceeded": ([TOOL, TOOL], ["say", "say", "say"], {"max_tool_calls": 1}, {}),
-    "output_exceeded": ([LENGTH], ["say"], {}, {}),
+    "output_exceeded": ([LENGTH], ["say", "none"], {}, {}),
     "context_exceeded": ([CONTEXT], ["say"], {}, {}),
     "model_error": ([BROKEN], ["say"], {}, {}),
     "timeout": ([PLAIN], ["say", "sleep"], {}, {"env_response_timeout": 0.2}),
@@ -298,3 +298,16 @@ async def test_the_rollout_deadline_covers_env_turns(make_engine, make_request):
     _env, (outcome,) = await run(make_engine, make_request, [PLAIN, PLAIN], ["sleep"], config=config)
     assert outcome.termination_reason == "timeout"
     assert "during env" in outcome.error
+
+
+async def test_a_reply_cut_for_length_is_answered_and_the_game_goes_on(make_engine, make_request):
+    _env, (outcome,) = await run(make_engine, make_request, [LENGTH, PLAIN], ["say", "done"])
+    assert (outcome.termination_reason, outcome.error) == ("finished", None)
+    assert [turn.finish_reason for turn in outcome.turns] == ["length", "stop"]
+    assert outcome.messages[2] == {"role": "user", "content": "observation 0"}
+
+
+async def test_a_reply_cut_for_length_that_the_env_leaves_unanswered_stays_output_exceeded(make_engine, make_request):
+    env, (outcome,) = await run(make_engine, make_request, [LENGTH, PLAIN], ["none"])
+    assert outcome.termination_reason == "output_exceeded"
+    assert env.seen == [["user", "assistant"]]  # the env was asked, and said nothing

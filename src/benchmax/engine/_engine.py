@@ -33,7 +33,7 @@ import orjson
 from benchmax.client import ClientPool, ModelError, scoped_client
 from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
-from benchmax.engine._env_turns import env_turn, with_answer
+from benchmax.engine._env_turns import EnvTurn, env_turn, with_answer
 from benchmax.engine._logs import LogSink
 from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
@@ -78,6 +78,9 @@ _TOOL_CACHE_SIZE = 256
 _GC_DEFAULT = (700, 10, 10)
 _GC_TUNED = (20_000, 10, 10)
 _NO_FINISH_REASON = "the model server sent no usable finish_reason"
+_ANSWERED = frozenset({TerminationReason.FINISHED, TerminationReason.OUTPUT_EXCEEDED})
+"""How a reply without tool calls may end for ``env_response`` to answer it: finished, or cut for
+length (the env may tell the model its reply was cut and go on; ``None`` keeps ``output_exceeded``)."""
 
 
 def _tune_gc() -> None:
@@ -420,10 +423,14 @@ class Engine:
             if not calls:
                 record()
                 attempt.reason = turn_end_reason(result.finish_reason)
-                if self._env_turns and attempt.reason == TerminationReason.FINISHED:
-                    if await self._answer(attempt, turn, plain=True):
+                if self._env_turns and attempt.reason in _ANSWERED:
+                    answer = await self._answer(attempt, turn, plain=True)
+                    if answer is not None and not answer.done:
+                        attempt.reason = TerminationReason.FINISHED
                         continue
-                    return
+                    if answer is not None:  # the env ended the episode, whatever cut the reply
+                        attempt.reason = TerminationReason.FINISHED
+                        return
                 if attempt.reason == TerminationReason.MODEL_ERROR:
                     attempt.error = f"{_NO_FINISH_REASON} (finish_reason={result.finish_reason!r})"
                 elif attempt.reason not in self._scorable:
@@ -454,16 +461,18 @@ class Engine:
                 attempt.reason = outcome.stop.reason
                 attempt.error = outcome.stop.error
                 return
-            if self._env_turns and not await self._answer(attempt, turn, plain=False):
-                attempt.reason = TerminationReason.FINISHED
-                return
+            if self._env_turns:
+                answer = await self._answer(attempt, turn, plain=False)
+                if answer is not None and answer.done:
+                    attempt.reason = TerminationReason.FINISHED
+                    return
         attempt.reason = TerminationReason.MAX_TURNS_EXCEEDED
 
-    async def _answer(self, attempt: _Attempt, turn: int, *, plain: bool) -> bool:
+    async def _answer(self, attempt: _Attempt, turn: int, *, plain: bool) -> EnvTurn | None:
         """The env's turn after model turn ``turn``: append its observation, record its reward.
 
-        True when the episode goes on. After a reply without tool calls the env's
-        ``None`` ends it (the loop without the hook); after tool calls it goes on.
+        ``None`` when the env had nothing to add: after a reply without tool calls the
+        rollout then ends as without the hook; after tool calls it goes on.
         """
         env = self.env
         assert isinstance(env, BaseEnv)
@@ -477,11 +486,10 @@ class Engine:
             timeout=self.config.env_response_timeout,
             max_chars=self.config.max_tool_result_chars,
         )
-        if answer is None:
-            return not plain
-        attempt.turns[-1] = with_answer(attempt.turns[-1], answer)
-        attempt.messages.extend(answer.messages)
-        return not answer.done
+        if answer is not None:
+            attempt.turns[-1] = with_answer(attempt.turns[-1], answer)
+            attempt.messages.extend(answer.messages)
+        return answer
 
     def _view(self, attempt: _Attempt) -> BaseRollout:
         request = attempt.request
