@@ -123,7 +123,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
         turn, ``done``), or ``None`` for nothing to add: then the turn goes on as
         without the hook (tool results go back to the model, a plain reply finishes).
         Keep per-episode state keyed by ``rollout.rollout_id`` (set up in
-        ``rollout_context``), as ``run_tool`` does.
+        ``rollout_context``), as ``run_tool`` does. ``rollout.messages`` is the live
+        transcript: read it, and return what to add rather than appending to it.
         """
         return None
 
