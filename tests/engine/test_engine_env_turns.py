@@ -311,3 +311,16 @@ async def test_a_reply_cut_for_length_that_the_env_leaves_unanswered_stays_outpu
     env, (outcome,) = await run(make_engine, make_request, [LENGTH, PLAIN], ["none"])
     assert outcome.termination_reason == "output_exceeded"
     assert env.seen == [["user", "assistant"]]  # the env was asked, and said nothing
+
+
+async def test_a_synchronous_hook_is_refused_before_any_model_call(make_engine, make_request, scripted_server):
+    from benchmax.envs import EnvDefinitionError
+
+    class Sync(TurnEnv):
+        def env_response(self, rollout):
+            return EnvResponse(["x"])
+
+    where = r"Sync.env_response \(.*test_engine_env_turns.py:\d+\)"
+    with pytest.raises(EnvDefinitionError, match=where + " must be a coroutine"):
+        await run(make_engine, make_request, [PLAIN], ["say"], env=Sync())
+    assert scripted_server.requests == []

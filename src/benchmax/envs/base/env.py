@@ -229,3 +229,8 @@ def check_env_definition(env: BaseEnv) -> None:
             f"{name} implements neither compute_reward nor compute_group_rewards; "
             "define at least one so rollouts can be scored"
         )
+    if implements(env, "env_response") and not inspect.iscoroutinefunction(inspect.unwrap(type(env).env_response)):
+        raise EnvDefinitionError(
+            f"{name}.env_response ({hook_source(env, 'env_response')}) must be a coroutine function: "
+            "write it as async def env_response(self, rollout)"
+        )
