@@ -121,7 +121,7 @@ class TrainConfig:
                 "which sets TRL's num_generations"
             )
         if self.credit not in ("outcome", "per_turn"):
-            raise TrainError(f"credit must be 'outcome' or 'per_turn', got {self.credit!r}")
+            raise TrainError(f"credit must be 'outcome' or 'per_turn' (--credit outcome|per-turn), got {self.credit!r}")
         if not 0.0 <= self.turn_discount <= 1.0:
             raise TrainError(f"turn_discount must be in [0, 1], got {self.turn_discount!r}")
         if self.eval_group_size < 0:
