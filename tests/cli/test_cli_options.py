@@ -53,7 +53,8 @@ def test_eval_takes_its_options_as_groups_not_as_loose_parameters():
     spread = inspect.signature(eval_command).parameters
 
     assert len(declared) == 10  # ENV and nine option groups (the mixture's and telemetry's since #33, #34)
-    assert len(spread) == 43 and "max_requests" in spread and "concurrency" in spread  # every option kept
+    assert len(spread) == 44 and "max_requests" in spread and "concurrency" in spread  # every option kept
+    assert "env_response_timeout" in spread
     assert CliRunner().invoke(app, ["eval", "-h"]).exit_code == 0
 
 

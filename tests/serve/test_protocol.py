@@ -26,6 +26,7 @@ def test_the_listing_pages_a_split_in_order_with_stable_ids(serve_env):
     assert info["protocol"] == wire.PROTOCOL and info["hooks"] == {
         "compute_reward": True,
         "compute_group_rewards": True,
+        "env_response": False,
     }
     assert info["limits"]["max_turns"] == 4
     first = httpx.get(f"{server.url}/dataset/eval", params={"limit": 4}).json()

@@ -292,12 +292,16 @@ class SamplingOptions:
 @option_group("Limits")
 @dataclass(frozen=True, slots=True)
 class LimitOptions:
-    """Time and size bounds of each request, tool call and rollout, and the load on an endpoint."""
+    """Time and size bounds of each request, tool call, env turn and rollout, and the load on an endpoint."""
 
     request_timeout: Annotated[float, typer.Option(min=0.001, metavar="SECONDS", help="Seconds per model request.")] = (
         600.0
     )
     tool_timeout: Annotated[float, typer.Option(min=0.001, metavar="SECONDS", help="Seconds per tool call.")] = 300.0
+    env_response_timeout: Annotated[
+        float,
+        typer.Option(min=0.001, metavar="SECONDS", help="Seconds per env turn (an env's env_response)."),
+    ] = _DEFAULT_ENGINE.env_response_timeout or 300.0
     rollout_timeout: Annotated[
         float | None,
         typer.Option(
@@ -332,6 +336,7 @@ class LimitOptions:
         return EngineConfig(
             request_timeout=self.request_timeout,
             tool_timeout=self.tool_timeout,
+            env_response_timeout=self.env_response_timeout,
             rollout_timeout=self.rollout_timeout,
             max_requests=self.max_requests,
             max_content_chars=self.max_content_chars,

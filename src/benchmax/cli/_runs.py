@@ -145,6 +145,13 @@ def rescore_command(
         meta = run.run_meta
         render_summary(console, run.stats(), cost=meta.cost)
         render_provenance(console, meta.provenance)
+    for name, parts in (meta.replay_only or {}).items():
+        console.print(
+            f"[yellow]note:[/] {escape(str(name))}'s {escape(' and '.join(map(str, parts)))} come from its episodes "
+            "(env_response): kept as stored, not recomputed (only a replay could); the outcome was rescored",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(
         f"rescored run stored in {target}; compare with: {command_line('benchmax', 'diff', run_dir, target)}",
         soft_wrap=True,
@@ -200,6 +207,8 @@ def diff_command(
         _print_suite(result)  # a component's mean over the run would mix envs: per env only
     else:
         _print_components(result, single=single)
+    if result.turn_rewards:
+        _print_turn_rewards(result)
     if not rows:
         console.print(f"examples: none changed ({plural(result.shared, 'example')} compared)", highlight=False)
     else:
@@ -208,6 +217,20 @@ def diff_command(
         console.print(
             f"examples only in A: {len(result.only_in_a):,}, only in B: {len(result.only_in_b):,} (not compared)"
         )
+
+
+def _print_turn_rewards(result: RunDiff) -> None:
+    """The envs' turn rewards (``env_response``), mean per turn over each whole run, A beside B."""
+    table = Table(title="turn rewards, mean per turn (B - A)", title_justify="left")
+    table.add_column("component", overflow="fold")
+    for column in ("A", "B", "delta", "turns A", "turns B"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for delta in result.turn_rewards:
+        table.add_row(
+            escape(delta.component), _fmt(delta.mean_a), _fmt(delta.mean_b), _fmt(delta.delta, signed=True),
+            f"{delta.count_a:,}", f"{delta.count_b:,}",
+        )  # fmt: skip
+    console.print(table)
 
 
 def _print_suite(result: RunDiff) -> None:

@@ -44,6 +44,19 @@ def render_summary(
                 str(figures.filled),
             )
         console.print(components)
+    if stats.turn_rewards:
+        turns = Table(title="turn rewards (from env_response; not part of the outcome)", title_justify="left")
+        for column in ("component", "mean per turn", "turns", "mean sum per rollout", "rollouts"):
+            turns.add_column(column, justify="left" if column == "component" else "right")
+        for name, figures in stats.turn_rewards.items():
+            turns.add_row(
+                escape(name),
+                f"{figures.mean:.4f}",
+                str(figures.turns),
+                f"{figures.per_rollout:.4f}",
+                str(figures.rollouts),
+            )
+        console.print(turns)
 
     overview = Table(title="run", title_justify="left", show_header=False)
     overview.add_column("figure")

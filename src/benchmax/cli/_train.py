@@ -78,6 +78,18 @@ def train_command(
             rich_help_panel="GRPO", help="Leave operational failures out of group statistics instead of scoring them 0."
         ),
     ] = False,
+    credit: Annotated[
+        str,
+        typer.Option(
+            rich_help_panel="GRPO",
+            metavar="outcome|per-turn",
+            help="Advantages from the outcome per rollout, or per model turn (turn rewards + discounted later ones "
+            "+ outcome; docs/env-turns.md).",
+        ),
+    ] = "outcome",
+    turn_discount: Annotated[
+        float, typer.Option(rich_help_panel="GRPO", help="Discount of later turn rewards with --credit per-turn.")
+    ] = 1.0,
     beta: Annotated[float, typer.Option(rich_help_panel="GRPO", help="KL coefficient (0: no reference model).")] = 0.0,
     save_steps: Annotated[int, typer.Option(rich_help_panel="Run", help="Checkpoint every N steps.")] = 10,
     seed: Annotated[
@@ -204,6 +216,8 @@ def train_command(
             "max_tokens": max_tokens,
             "weights": _parse_weights(weight),
             "drop_unscorable": drop_unscorable,
+            "credit": credit.replace("-", "_"),
+            "turn_discount": turn_discount,
             "beta": beta,
             "save_steps": save_steps,
             "seed": seed,

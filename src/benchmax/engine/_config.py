@@ -18,6 +18,9 @@ class EngineConfig:
     """Seconds for one model request (each retry gets its own)."""
     tool_timeout: float | None = 300.0
     """Seconds for one tool call; past it the rollout ends as ``timeout``."""
+    env_response_timeout: float | None = 300.0
+    """Seconds for one ``env_response`` call (an env's answer to a turn); past it the rollout
+    ends as ``timeout``."""
     rollout_timeout: float | None = None
     """Seconds for a whole rollout, context and scoring included; time its requests spend
     waiting for a down endpoint does not count."""
@@ -51,7 +54,7 @@ class EngineConfig:
         )
 
     def __post_init__(self) -> None:
-        for name in ("request_timeout", "tool_timeout", "rollout_timeout", "max_outage"):
+        for name in ("request_timeout", "tool_timeout", "env_response_timeout", "rollout_timeout", "max_outage"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"EngineConfig.{name} must be > 0 seconds or None, got {value!r}")

@@ -7,7 +7,7 @@ which belongs to whoever constructed the env (the runner, a trainer).
 A group runs its siblings concurrently. Each sibling runs the env's
 ``run_rollout`` when the env has its own (a custom harness, or a ``BaseEnv``
 that wraps the standard loop), else the standard loop: ``rollout_context``,
-model turns and tools, ``compute_reward``. Then the group is scored
+model turns, tools and the env's answers (``env_response``), ``compute_reward``. Then the group is scored
 (``compute_group_rewards`` over the scored siblings) and every sibling is
 settled, failures included, with the rules of benchmax 0.2.x: a scoring failure
 relabels only a clean finish (budget stops keep their reason), and a finished
@@ -33,6 +33,7 @@ import orjson
 from benchmax.client import ClientPool, ModelError, scoped_client
 from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
+from benchmax.engine._env_turns import EnvTurn, env_turn, with_answer
 from benchmax.engine._logs import LogSink
 from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
@@ -56,6 +57,7 @@ from benchmax.envs import (
     check_group,
     current_scope,
     enter_scope,
+    hook_source,
     implements,
     install_log_capture,
 )
@@ -76,6 +78,9 @@ _TOOL_CACHE_SIZE = 256
 _GC_DEFAULT = (700, 10, 10)
 _GC_TUNED = (20_000, 10, 10)
 _NO_FINISH_REASON = "the model server sent no usable finish_reason"
+_ANSWERED = frozenset({TerminationReason.FINISHED, TerminationReason.OUTPUT_EXCEEDED})
+"""How a reply without tool calls may end for ``env_response`` to answer it: finished, or cut for
+length (the env may tell the model its reply was cut and go on; ``None`` keeps ``output_exceeded``)."""
 
 
 def _tune_gc() -> None:
@@ -112,6 +117,8 @@ class Engine:
         self._scorable = frozenset(getattr(env, "scorable_termination_reasons", ()))
         self._started = False
         self._own_tools = self._base and implements(env, "tools_for")
+        self._env_turns = self._base and implements(env, "env_response")
+        self._env_hook = hook_source(env, "env_response") if self._env_turns else ""
         self._tools_by_identity: dict[int, tuple[object, dict[str, Tool] | _BadTools]] = {}
         self._tools_by_content: dict[bytes, dict[str, Tool] | _BadTools] = {}
         install_log_capture(self.config.log_level)
@@ -416,6 +423,14 @@ class Engine:
             if not calls:
                 record()
                 attempt.reason = turn_end_reason(result.finish_reason)
+                if self._env_turns and attempt.reason in _ANSWERED:
+                    answer = await self._answer(attempt, turn, plain=True)
+                    if answer is not None and not answer.done:
+                        attempt.reason = TerminationReason.FINISHED
+                        continue
+                    if answer is not None:  # the env ended the episode, whatever cut the reply
+                        attempt.reason = TerminationReason.FINISHED
+                        return
                 if attempt.reason == TerminationReason.MODEL_ERROR:
                     attempt.error = f"{_NO_FINISH_REASON} (finish_reason={result.finish_reason!r})"
                 elif attempt.reason not in self._scorable:
@@ -446,7 +461,35 @@ class Engine:
                 attempt.reason = outcome.stop.reason
                 attempt.error = outcome.stop.error
                 return
+            if self._env_turns:
+                answer = await self._answer(attempt, turn, plain=False)
+                if answer is not None and answer.done:
+                    attempt.reason = TerminationReason.FINISHED
+                    return
         attempt.reason = TerminationReason.MAX_TURNS_EXCEEDED
+
+    async def _answer(self, attempt: _Attempt, turn: int, *, plain: bool) -> EnvTurn | None:
+        """The env's turn after model turn ``turn``: append its observation, record its reward.
+
+        ``None`` when the env had nothing to add: after a reply without tool calls the
+        rollout then ends as without the hook; after tool calls it goes on.
+        """
+        env = self.env
+        assert isinstance(env, BaseEnv)
+        attempt.sink.phase = "env"
+        answer = await env_turn(
+            env,
+            self._view(attempt),
+            turn=turn,
+            plain=plain,
+            where=self._env_hook,
+            timeout=self.config.env_response_timeout,
+            max_chars=self.config.max_tool_result_chars,
+        )
+        if answer is not None:
+            attempt.turns[-1] = with_answer(attempt.turns[-1], answer)
+            attempt.messages.extend(answer.messages)
+        return answer
 
     def _view(self, attempt: _Attempt) -> BaseRollout:
         request = attempt.request

@@ -24,7 +24,8 @@ from benchmax.envs._messages import (
     tool_message,
     truncate_text,
 )
-from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
+from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage, turn_rewards_total
+from benchmax.envs._response import ENV_RESPONSE_ROLES, EnvResponse
 from benchmax.envs._runtime import register_engine
 from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
 from benchmax.envs._termination import (
@@ -47,7 +48,7 @@ from benchmax.envs._types import (
 )
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
 from benchmax.envs.base.dataset import collect_dataset_problems, collecting_dataset_problems
-from benchmax.envs.base.env import check_env_definition, implements
+from benchmax.envs.base.env import check_env_definition, hook_source, implements, replay_only, shown_path
 from benchmax.envs.dataset import (
     Dataset,
     ListDataset,
@@ -69,6 +70,7 @@ from benchmax.envs.shared_types import (
 
 __all__ = [
     "CHAT_ROLES",
+    "ENV_RESPONSE_ROLES",
     "MAX_REWARD_COMPONENTS",
     "MAX_REWARD_NAME_CHARS",
     "SCORABLE_REASONS",
@@ -80,6 +82,7 @@ __all__ = [
     "DatasetNotFound",
     "DatasetSplit",
     "EnvDefinitionError",
+    "EnvResponse",
     "EnvSpecError",
     "Environment",
     "Example",
@@ -122,6 +125,7 @@ __all__ = [
     "current_scope",
     "enter_scope",
     "group_scope",
+    "hook_source",
     "implements",
     "install_log_capture",
     "is_content_part",
@@ -129,13 +133,16 @@ __all__ = [
     "is_scored",
     "message_key",
     "register_engine",
+    "replay_only",
     "resolve_dataset_path",
     "resolve_under",
     "rollout_scope",
     "settle_termination_reason",
+    "shown_path",
     "to_example",
     "tool_error_ids",
     "tool_message",
     "truncate_text",
+    "turn_rewards_total",
     "validate_max_examples",
 ]

@@ -108,6 +108,16 @@ class TurnRecord:
     """Which token sequence of the rollout this turn continues. The engine's loop has one
     (0); an agent program whose calls do not extend one another (a sub-agent, a summarised
     history) has several, and a trainer assembles each on its own, never re-rendered."""
+    rewards: Mapping[str, float] | None = None
+    """The reward components the env gave this turn's reply (``EnvResponse.rewards``);
+    ``None`` where it gave none (no ``env_response`` hook, or a turn it did not score)."""
+    env_seconds: float = 0.0
+    """Seconds the env's ``env_response`` took after this turn (0.0 where it answered ``None``)."""
+    env_messages: int = 0
+    """How many messages the env appended after this turn (after its tool results): the
+    observation the model reads next, the last ``env_messages`` messages of the turn."""
+    env_info: str | None = None
+    """The env's verdict on this turn for people (``EnvResponse.info``), bounded."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
@@ -122,6 +132,8 @@ class TurnRecord:
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         values["tool_errors"] = tuple(values.get("tool_errors") or ())
+        if values.get("rewards") is not None:
+            values["rewards"] = dict(values["rewards"])
         return cls(**values)
 
 
@@ -130,7 +142,7 @@ class LogEntry:
     """A stdlib log record emitted while a rollout (or its group hook) ran.
 
     ``turn`` and ``phase`` place the record in the transcript: ``phase`` is one of
-    ``context``, ``model``, ``tools``, ``reward``, ``group_reward``.
+    ``context``, ``model``, ``tools``, ``env`` (``env_response``), ``reward``, ``group_reward``.
     """
 
     time: float
@@ -142,6 +154,11 @@ class LogEntry:
     turn: int
     phase: str
     traceback: str | None = None
+
+
+def turn_rewards_total(turns: Any) -> float:
+    """The sum of every component of every turn's reward: what a turn-scored env usually folds into its outcome."""
+    return sum(sum((turn.rewards or {}).values()) for turn in turns)
 
 
 def total_usage(turns: Any) -> Usage:

@@ -13,9 +13,11 @@ from enum import StrEnum
 
 class TerminationReason(StrEnum):
     FINISHED = "finished"
-    """The model gave a final answer (no tool calls) within its budgets."""
+    """The model gave a final answer (no tool calls) within its budgets, or the env's
+    ``env_response`` ended the episode (``done=True``)."""
     MAX_TURNS_EXCEEDED = "max_turns_exceeded"
-    """The model was still calling tools when ``max_turns`` model turns were used."""
+    """The model was still calling tools, or the env's ``env_response`` had not ended the
+    episode, when ``max_turns`` model turns were used."""
     TOOL_BUDGET_EXCEEDED = "tool_budget_exceeded"
     """A turn asked for more tool calls than ``max_tool_calls`` leaves."""
     OUTPUT_EXCEEDED = "output_exceeded"
@@ -33,6 +35,9 @@ class TerminationReason(StrEnum):
     GROUP_REWARD_ERROR = "group_reward_error"
     """``compute_group_rewards`` raised or returned something unusable, or a finished
     rollout ended with no reward component at all."""
+    ENV_RESPONSE_ERROR = "env_response_error"
+    """``env_response`` raised, or returned something other than an ``EnvResponse`` (or ``None``)
+    that the engine can use: the error names the env's file and line."""
     CANCELLED = "cancelled"
     """The rollout's task was cancelled while its run went on."""
     CONTEXT_ERROR = "context_error"

@@ -41,6 +41,7 @@ from benchmax.envs import (
     BaseRollout,
     DatasetError,
     DatasetSplit,
+    EnvResponse,
     EnvSpecError,
     JsonRow,
     RewardMap,
@@ -103,6 +104,9 @@ def remote_env_class(url: str) -> type[RemoteEnv]:
         namespace["compute_reward"] = RemoteEnv._compute_reward
     if hooks.get("compute_group_rewards"):
         namespace["compute_group_rewards"] = RemoteEnv._compute_group_rewards
+    if hooks.get("env_response"):
+        namespace["env_response"] = RemoteEnv._env_response
+        namespace["outcome_from_transcript"] = info.get("outcome_from_transcript")
     name = str(env_info.get("name") or "Env")
     cls = type(f"Remote{name if name.isidentifier() else 'Env'}", (RemoteEnv,), namespace)
     return cls
@@ -204,6 +208,20 @@ class RemoteEnv(BaseEnv):
             "POST", f"/sessions/{session.id}/reward", body, rollout_id=rollout.rollout_id, hook="compute_reward"
         )
         return self._scored(data)
+
+    async def _env_response(self, rollout: BaseRollout) -> EnvResponse | None:
+        session = self._session(rollout.rollout_id)
+        body = wire.rollout_json(rollout)
+        data = await self._call(
+            "POST", f"/sessions/{session.id}/env_response", body, rollout_id=rollout.rollout_id, hook="env_response"
+        )
+        error = data.get("error")
+        if isinstance(error, Mapping):
+            raise RolloutFailure(*wire.failure_of(error))
+        try:
+            return wire.env_response_from(data.get("response"))
+        except wire.WireError as exc:
+            raise RolloutFailure(TerminationReason.ENV_RESPONSE_ERROR, f"{self.url} env_response: {exc}") from None
 
     async def _compute_group_rewards(self, rollouts: Sequence[BaseRollout]) -> Any:
         body = {"rollouts": [wire.rollout_json(rollout) for rollout in rollouts]}

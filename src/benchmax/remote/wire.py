@@ -24,6 +24,7 @@ from benchmax.envs import (
     SPLITS,
     BaseRollout,
     DatasetSplit,
+    EnvResponse,
     Example,
     RolloutFailure,
     TerminationReason,
@@ -124,6 +125,11 @@ def failure_of(error: Mapping[str, Any]) -> tuple[str, str]:
     exception = str(error.get("exception") or "Exception")
     if code == ErrorCode.ROLLOUT_FAILURE:
         return str(error.get("termination_reason") or TerminationReason.HARNESS_ERROR), message or "(no message)"
+    where = f" ({error['where']})" if isinstance(error.get("where"), str) else ""
+    if hook == "env_response":
+        if code == ErrorCode.INVALID_RESULT:
+            return TerminationReason.ENV_RESPONSE_ERROR, f"env_response{where}: {message}"
+        return TerminationReason.ENV_RESPONSE_ERROR, f"env_response{where} raised {exception}: {message}"
     if code == ErrorCode.INVALID_RESULT:
         reason = (
             TerminationReason.GROUP_REWARD_ERROR if hook == "compute_group_rewards" else TerminationReason.REWARD_ERROR
@@ -185,6 +191,42 @@ def rewards_value(value: object, hook: str) -> Any:
             f"{hook} returned {type(value).__name__}, which is not JSON ({exc})", ErrorCode.INVALID_RESULT
         ) from None
     return value
+
+
+def env_response_value(value: object) -> dict[str, Any] | None:
+    """``env_response``'s return value for the wire (``None`` stays ``None``); the proxy's engine
+    checks it as it checks a local env's. Raises :class:`WireError` (``invalid_result``) for
+    what is no ``EnvResponse`` or cannot travel as JSON."""
+    if value is None:
+        return None
+    if not isinstance(value, EnvResponse):
+        raise WireError(
+            f"env_response returned {type(value).__name__}; return an EnvResponse(messages, rewards, done, info) "
+            "or None",
+            ErrorCode.INVALID_RESULT,
+        )
+    body = {
+        "messages": list(value.messages),
+        "rewards": None if value.rewards is None else rewards_value(value.rewards, "env_response"),
+        "done": value.done,
+        "info": value.info,
+    }
+    try:
+        orjson.dumps(body, option=_JSON_OPTIONS)
+    except TypeError as exc:
+        raise WireError(f"env_response returned what is not JSON ({exc})", ErrorCode.INVALID_RESULT) from None
+    return body
+
+
+def env_response_from(data: object) -> EnvResponse | None:
+    """The ``EnvResponse`` a server sent (``None``: nothing to add); the engine checks its fields."""
+    if data is None:
+        return None
+    body = _object(data, "response")
+    messages = body.get("messages") or ()
+    if not isinstance(messages, list):
+        raise WireError("response.messages must be a list")
+    return EnvResponse(tuple(messages), body.get("rewards"), body.get("done", False), body.get("info"))
 
 
 def example_json(example: Example[Any]) -> dict[str, Any]:

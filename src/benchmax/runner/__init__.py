@@ -15,6 +15,7 @@ from benchmax.runner._config import (
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, failed_group
 from benchmax.runner._provenance import RunOrigin, run_provenance
+from benchmax.runner._replay import RescoreRefused, replay_parts
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
 from benchmax.runner._session import GroupKey, RunKind, RunSession, group_keys
@@ -36,6 +37,7 @@ __all__ = [
     "MemberReport",
     "Problem",
     "Report",
+    "RescoreRefused",
     "RolloutSlots",
     "RunConfig",
     "RunKind",
@@ -55,6 +57,7 @@ __all__ = [
     "group_keys",
     "judge_run",
     "model_endpoint",
+    "replay_parts",
     "run_provenance",
     "sampling_for",
     "validate_env",

@@ -53,6 +53,7 @@ from benchmax.mix import EnvMix, MixSpec
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
+from benchmax.runner._replay import refuse_stale_outcomes, replay_parts
 from benchmax.runner._session import RunSession
 from benchmax.store import (
     SQL_PARAMETERS,
@@ -156,6 +157,13 @@ async def arescore(
     )
     scorer = _Scorer(job)
     scorer.load()  # fails early, before the new run exists, when the env cannot rescore
+    assert scorer.env is not None
+    kept = replay_parts(scorer.env)
+    try:
+        refuse_stale_outcomes(kept, source)
+    except BaseException:
+        await scorer.aclose()
+        raise
     origin = RunOrigin(
         env=type(scorer.env) if mix is None else scorer.env,
         spec=spec if mix is None else None,
@@ -182,6 +190,7 @@ async def arescore(
                 **_NOT_INHERITED,
                 config=replace(new_config, run_dir=target).to_meta(),
                 rescored_from=str(source),
+                replay_only=kept or None,
                 source_created_at=meta.created_at,
                 source_cost=meta.cost,
             ),

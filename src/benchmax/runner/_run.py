@@ -33,6 +33,7 @@ from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
+from benchmax.runner._replay import replay_parts
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
 from benchmax.runner._verdict import RunVerdict, judge_run
@@ -200,6 +201,7 @@ async def arun(
                     env_file=_source_file(env),
                     model=endpoint.model,
                     base_url=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
+                    replay_only=replay_parts(env) or None,
                 )
                 spend = RunSpend(session, _calls_of(executor), prices, config.max_cost)
                 try:

@@ -227,6 +227,13 @@ def create_app(
         return json_response(answer) if answer is not None else Response(status_code=499)
 
     @endpoint
+    async def env_turn(request: Request) -> Response:
+        body = await read_object(request)
+        async with service.sessions.use(request.path_params["session_id"]) as session:
+            answer = await until_disconnect(request, service.env_response(session, body))
+        return json_response(answer) if answer is not None else Response(status_code=499)
+
+    @endpoint
     async def teardown(request: Request) -> Response:
         session = service.sessions.get(request.path_params["session_id"])
         return json_response(await service.close(session))
@@ -268,6 +275,7 @@ def create_app(
         Route("/sessions/{session_id}/keepalive", keepalive, methods=["POST"]),
         Route("/sessions/{session_id}/tools/{name}", call_tool, methods=["POST"]),
         Route("/sessions/{session_id}/reward", reward, methods=["POST"]),
+        Route("/sessions/{session_id}/env_response", env_turn, methods=["POST"]),
         Route("/group_rewards", group_rewards, methods=["POST"]),
         WebSocketRoute("/ws", _openenv.endpoint(service)),
     ]

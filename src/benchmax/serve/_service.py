@@ -10,13 +10,24 @@ logs read the same either way.
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmax import __version__
-from benchmax.envs import BaseEnv, DatasetSplit, Example, RolloutFailure, Tool, ToolError, implements
+from benchmax.envs import (
+    BaseEnv,
+    DatasetSplit,
+    Example,
+    RolloutFailure,
+    Tool,
+    ToolError,
+    hook_source,
+    implements,
+    shown_path,
+)
 from benchmax.envs.logging import group_context
 from benchmax.remote import wire
 from benchmax.serve._capture import Gathering, gathering
@@ -130,7 +141,9 @@ class EnvService:
             "hooks": {
                 "compute_reward": implements(env, "compute_reward"),
                 "compute_group_rewards": implements(env, "compute_group_rewards"),
+                "env_response": implements(env, "env_response"),
             },
+            "outcome_from_transcript": env.outcome_from_transcript,
             "scorable_termination_reasons": sorted(env.scorable_termination_reasons),
             "session_ttl_seconds": self.config.session_ttl,
             "max_sessions": self.config.max_sessions,
@@ -233,6 +246,23 @@ class EnvService:
             except Exception as exc:
                 engine_logger.exception("compute_reward raised %s", type(exc).__name__)
                 return {**wire.hook_error("compute_reward", exc), "logs": logs.take()}
+
+    async def env_response(self, session: Session, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``env_response`` to the transcript so far, inside the session's context: the env's turn."""
+        split = session.split if body.get("split") is None else None
+        rollout = wire.rollout_from(body, "body", example=session.example, rollout_id=session.rollout_id, split=split)
+        where = hook_source(self.env, "env_response")
+        with gathering(Gathering(session.rollout_id)) as logs:
+            try:
+                raw = await session.run(self.env.env_response(rollout))
+                return {"response": wire.env_response_value(raw), "logs": logs.take()}
+            except (RolloutFailure, wire.WireError) as exc:
+                return {**wire.hook_error("env_response", exc, where=where), "logs": logs.take()}
+            except Exception as exc:
+                engine_logger.exception("env_response raised %s", type(exc).__name__)
+                frames = traceback.extract_tb(exc.__traceback__)
+                at = f"{where}, raised at {shown_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else where
+                return {**wire.hook_error("env_response", exc, where=at), "logs": logs.take()}
 
     async def group_rewards(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``compute_group_rewards`` over a finished sibling group (their sessions are closed by now)."""

@@ -22,6 +22,7 @@ import orjson
 from benchmax.store import _compat
 from benchmax.store._meta import RunMeta
 from benchmax.store._query_spec import MAX_PAGE, Page
+from benchmax.store._run_stats import turn_reward_figures
 from benchmax.store._suite import EnvDelta, env_deltas, env_figures
 
 HEADLINE = "reward"
@@ -80,6 +81,9 @@ class RunDiff:
     envs: tuple[EnvDelta, ...] = ()
     """Each env of either run, A beside B (see :class:`EnvDelta`): what a diff shows per env
     when a run holds several (:attr:`several_envs`)."""
+    turn_rewards: tuple[Delta, ...] = ()
+    """Per component of the envs' turn rewards (``env_response``), its mean per turn over each
+    whole run (``count_*``: the turns that gave it); empty when neither run has any."""
 
     @property
     def several_envs(self) -> bool:
@@ -122,7 +126,19 @@ def diff_runs(a: _Readable, b: _Readable) -> RunDiff:
     result = _diff(example_figures(a._db()), example_figures(b._db()))
     meta_a, meta_b = RunMeta.from_json(_meta(a._db())), RunMeta.from_json(_meta(b._db()))
     envs = env_deltas(env_figures(a._db(), meta_a.env_label), env_figures(b._db(), meta_b.env_label))
-    return replace(result, env_a=meta_a.env_name, env_b=meta_b.env_name, envs=envs)
+    turns_a, turns_b = turn_reward_figures(a._db()), turn_reward_figures(b._db())
+    turn_rewards = tuple(
+        Delta(
+            name,
+            None,
+            turns_a[name].mean if name in turns_a else None,
+            turns_b[name].mean if name in turns_b else None,
+            turns_a[name].turns if name in turns_a else 0,
+            turns_b[name].turns if name in turns_b else 0,
+        )
+        for name in sorted(turns_a.keys() | turns_b.keys())
+    )
+    return replace(result, env_a=meta_a.env_name, env_b=meta_b.env_name, envs=envs, turn_rewards=turn_rewards)
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, Any]:

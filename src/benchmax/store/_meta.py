@@ -85,6 +85,10 @@ class RunMeta:
     steps: int | None = None
     train_seconds: float | None = None
     evals: Mapping[str, Any] | None = None
+    replay_only: Mapping[str, Any] | None = None
+    """The reward parts each env's rewards hold that only a replay of the episode could compute
+    again (``{env: ["turn rewards", "outcome"]}``, from ``benchmax.envs.replay_only``): what
+    ``benchmax rescore`` keeps as stored or refuses to recompute. Unset: every part rescores."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Keys this version does not know (a newer benchmax's, or a user's ``set_meta``), as stored."""
 
@@ -217,6 +221,7 @@ _READERS: dict[str, Any] = {
     "steps": _int,
     "train_seconds": _float,
     "evals": _mapping,
+    "replay_only": _mapping,
 }
 """How each stored key reads (a value of another type reads as not recorded)."""
 _EMPTY_UNSET = frozenset(("provenance_resumes", "outages"))

@@ -34,6 +34,7 @@ class _Rows:
         self.example_components: list[tuple[Any, ...]] = []
         self.logs: list[tuple[Any, ...]] = []
         self.costs: list[tuple[Any, ...]] = []
+        self.turn_rewards: list[tuple[Any, ...]] = []
 
     def _text(self, value: Any) -> Any:
         return _codec.scrub(value) if self.scrubbed and isinstance(value, str) else value
@@ -104,6 +105,9 @@ class _Rows:
                     f"{rollout_id} {self._text(group.example_id)}",
                 )
             )
+            self.turn_rewards.extend(
+                (seq, self._text(name), value_sum, count) for name, (value_sum, count) in _turn_sums(outcome).items()
+            )
             for name, value in rewards.items():
                 self.rewards.append((seq, name, value))
                 components.add(name)
@@ -173,6 +177,16 @@ class _Rows:
         )
 
 
+def _turn_sums(outcome: RolloutOutcome) -> dict[str, tuple[float, int]]:
+    """Each component of the rollout's turn rewards: their sum over its turns, and how many turns gave it."""
+    sums: dict[str, tuple[float, int]] = {}
+    for turn in outcome.turns:
+        for name, value in (turn.rewards or {}).items():
+            total, count = sums.get(name, (0.0, 0))
+            sums[str(name)] = (total + float(value), count + 1)
+    return sums
+
+
 def insert_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
     conn.executemany(
         "INSERT INTO groups (group_id, example_id, example_idx, batch, step, size, started_at, ended_at, logs,"
@@ -191,6 +205,8 @@ def insert_rows(conn: sqlite3.Connection, rows: _Rows) -> None:
     conn.executemany("INSERT INTO transcripts VALUES (?, ?, ?, ?)", rows.transcripts)
     conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, 0)", rows.rewards)
     conn.executemany("INSERT INTO rollout_costs VALUES (?, ?, ?, ?, ?)", rows.costs)
+    if rows.turn_rewards:
+        conn.executemany("INSERT INTO turn_rewards VALUES (?, ?, ?, ?)", rows.turn_rewards)
     conn.executemany(
         "INSERT INTO rollouts_fts (rowid, answer, error, transcript, ids) VALUES (?, ?, ?, ?, ?)", rows.search
     )
@@ -273,7 +289,7 @@ def _delete_group(conn: sqlite3.Connection, group_seq: int, group_id: str, thres
                 f"{rollout_id} {example_id}",
             ),
         )
-    for table in ("rollouts", "transcripts", "rewards", "rollout_costs"):
+    for table in ("rollouts", "transcripts", "rewards", "rollout_costs", "turn_rewards"):
         conn.execute(f"DELETE FROM {table} WHERE seq BETWEEN ? AND ?", (first, last))
     conn.execute("DELETE FROM logs WHERE group_id = ?", (group_id,))
     conn.execute("DELETE FROM groups WHERE group_seq = ?", (group_seq,))

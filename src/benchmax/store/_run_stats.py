@@ -61,6 +61,33 @@ SAMPLE_CHARS = 120
 
 
 @dataclass(frozen=True, slots=True)
+class TurnRewardStats:
+    """One component of the rewards envs gave turn by turn (``env_response``), over the run."""
+
+    turns: int
+    """Turns that gave this component."""
+    rollouts: int
+    """Rollouts with at least one such turn."""
+    mean: float
+    """Its mean per turn that gave it."""
+    per_rollout: float
+    """Its mean sum per rollout that has it."""
+
+
+def turn_reward_figures(conn: sqlite3.Connection) -> dict[str, TurnRewardStats]:
+    """:attr:`RunStats.turn_rewards`; none for a file written before turn rewards were kept."""
+    if not _scalar(conn, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'turn_rewards'"):
+        return {}
+    rows = conn.execute(
+        "SELECT component, SUM(value_sum), SUM(turns), COUNT(*) FROM turn_rewards GROUP BY component ORDER BY component"
+    ).fetchall()
+    return {
+        name: TurnRewardStats(int(turns), int(rollouts), total / turns if turns else 0.0, total / rollouts)
+        for name, total, turns, rollouts in rows
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class RunStats:
     """The summary figures of a run.
 
@@ -98,6 +125,8 @@ class RunStats:
     envs: tuple[EnvFigures, ...] = field(default=())
     """The figures per env of a run that names its envs (a mixture; see :meth:`Run.suite`);
     empty for a run of one env, whose figures are the run's."""
+    turn_rewards: Mapping[str, TurnRewardStats] = field(default_factory=dict)
+    """The rewards envs gave turn by turn, per component (empty: none did)."""
 
     @property
     def several_envs(self) -> bool:
@@ -168,6 +197,7 @@ def run_stats(
         first_errors=first_errors(conn, counts),
         samples=samples(conn, threshold),
         envs=suite(conn, meta),
+        turn_rewards=turn_reward_figures(conn),
     )
 
 
@@ -218,6 +248,7 @@ def _from_kept(
         first_errors=first_errors(conn, counts),
         samples=samples(conn, threshold),
         envs=suite(conn, meta),
+        turn_rewards=turn_reward_figures(conn),
     )
 
 

@@ -28,6 +28,11 @@ Laid out for runs of millions of rollouts:
   ``filled = 1``, so raw and filled values are both kept and a trainer can mask
   fills out. ``batches`` records what each batch's last zero-fill covered, so a
   resumed run refills only what changed.
+* ``turn_rewards`` holds, per rollout and component, the sum of the rewards its env gave
+  turn by turn (``TurnRecord.rewards``, from ``env_response``) and how many turns gave one;
+  rollouts without turn rewards have no rows. The turns themselves stay in ``transcripts``.
+  Added to layout 2 later: a file written before has no such table until a writer resumes it,
+  and a reader of one sees no turn rewards.
 * ``steps`` holds a training run's per-step metrics (JSON, read whole), one row a step.
 * ``examples.env`` names the env of each example in a run of several envs (a mixture;
   ``NULL`` in a run of one env, whose env the run's metadata names). Every per-env
@@ -153,6 +158,13 @@ CREATE TABLE IF NOT EXISTS rollout_costs (
     cache_hits INTEGER NOT NULL,
     calls TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS turn_rewards (
+    seq INTEGER NOT NULL,
+    component TEXT NOT NULL,
+    value_sum REAL NOT NULL,
+    turns INTEGER NOT NULL,
+    PRIMARY KEY (seq, component)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rewards (
     seq INTEGER NOT NULL,
     component TEXT NOT NULL,

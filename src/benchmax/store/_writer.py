@@ -255,6 +255,10 @@ class RunWriter(ExampleSync):
                 for table in ("rollouts_fts_data", "rollouts_fts_idx"):
                     self._conn.execute(f"DELETE FROM {table}")
                     self._conn.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
+                if self._conn.execute(
+                    "SELECT 1 FROM src.sqlite_master WHERE type = 'table' AND name = 'turn_rewards'"
+                ).fetchone():  # the env's turn rewards belong to the transcripts: a rescore keeps them
+                    self._conn.execute("INSERT INTO turn_rewards SELECT * FROM src.turn_rewards")
             else:
                 _compat.copy_v1_transcripts(self._conn, "src")
             count = self._conn.execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]

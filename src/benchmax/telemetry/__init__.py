@@ -18,6 +18,7 @@ from benchmax.telemetry._settings import (
 )
 from benchmax.telemetry._spans import (
     CACHE_HIT,
+    ENV_TURN_PREFIX,
     MAX_CONTENT_CHARS,
     REWARD_PREFIX,
     ChatReply,
@@ -25,6 +26,8 @@ from benchmax.telemetry._spans import (
     content_enabled,
     end_model_call,
     end_rollout,
+    env_turn_result,
+    env_turn_span,
     fail_model_call,
     fail_span,
     finish_model_call,
@@ -44,6 +47,7 @@ from benchmax.telemetry._spans import (
 __all__ = [
     "CACHE_HIT",
     "DEFAULT_EXPORT_TIMEOUT",
+    "ENV_TURN_PREFIX",
     "MAX_CONTENT_CHARS",
     "MAX_QUEUE",
     "REWARD_PREFIX",
@@ -56,6 +60,8 @@ __all__ = [
     "content_enabled",
     "end_model_call",
     "end_rollout",
+    "env_turn_result",
+    "env_turn_span",
     "export_target",
     "fail_model_call",
     "fail_span",

@@ -379,3 +379,30 @@ def fail_model_call(active: Span, exc: BaseException) -> None:
     kind = type(exc).__name__ + (f" (HTTP {status})" if isinstance(status, int) else "")
     active.set_status(_error_status(kind, str(exc)))
     active.end()
+
+
+# Env turns.
+
+
+ENV_TURN_PREFIX = "benchmax.env_turn."
+
+
+def env_turn_span(turn: int) -> _CurrentSpan | _NoSpan:
+    """``env_response``: the env's answer to one assistant turn of the current rollout."""
+    if _TRACER is None:
+        return _NO_SPAN
+    return _CurrentSpan("env_response", {ENV_TURN_PREFIX + "index": turn}, SpanKind.INTERNAL)
+
+
+def env_turn_result(
+    active: Span | None, *, done: bool, messages: int, rewards: Mapping[str, float] | None, observation: str
+) -> None:
+    """What the env answered: whether it ended the episode, its turn reward and (with ``--otel-content``) its text."""
+    if active is None:
+        return
+    active.set_attribute(ENV_TURN_PREFIX + "done", done)
+    active.set_attribute(ENV_TURN_PREFIX + "messages", messages)
+    for name, value in (rewards or {}).items():
+        active.set_attribute(REWARD_PREFIX + name, float(value))
+    if _CONTENT and observation:
+        active.set_attribute(ENV_TURN_PREFIX + "observation", _text(observation))

@@ -39,6 +39,12 @@ class TrainConfig:
     top_p: float = 1.0
     max_tokens: int = 64
     weights: Mapping[str, float] = field(default_factory=dict)
+    credit: str = "outcome"
+    """How rewards become advantages: ``outcome`` (GRPO, one per rollout) or ``per_turn``
+    (each model turn's return: its turn reward, the discounted later ones and the outcome;
+    see docs/env-turns.md)."""
+    turn_discount: float = 1.0
+    """``gamma`` of the per-turn returns (``credit="per_turn"``), in [0, 1]."""
     drop_unscorable: bool = False
     beta: float = 0.0
     save_steps: int = 10
@@ -114,6 +120,10 @@ class TrainConfig:
                 "trl_args must not set num_generations: it is the group size (--group-size / group_size), "
                 "which sets TRL's num_generations"
             )
+        if self.credit not in ("outcome", "per_turn"):
+            raise TrainError(f"credit must be 'outcome' or 'per_turn' (--credit outcome|per-turn), got {self.credit!r}")
+        if not 0.0 <= self.turn_discount <= 1.0:
+            raise TrainError(f"turn_discount must be in [0, 1], got {self.turn_discount!r}")
         if self.eval_group_size < 0:
             raise TrainError(f"eval_group_size must be >= 0 (0: no eval), got {self.eval_group_size}")
         if self.async_steps and self.passes_per_batch != 1:

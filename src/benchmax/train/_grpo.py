@@ -76,14 +76,57 @@ def trainer_class() -> type:
         """Apply the importance weights (in-process generation with one pass per batch;
         TRL does it itself for vLLM)."""
 
+        benchmax_credit = "outcome"
+        """``outcome`` (TRL's GRPO advantages) or ``per_turn`` (see :mod:`benchmax.train._credit`)."""
+        benchmax_turn_discount = 1.0
+        benchmax_drop_unscorable = False
+
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             output = super()._generate_and_score_completions(inputs)
             batch = getattr(self.rollout_func, "last", None)
-            if batch is None or not any(batch.extra):
+            per_turn = self.benchmax_credit == "per_turn" and self.model.training
+            if batch is None or not (per_turn or any(batch.extra)):
                 return output
             if [item.get("rollout_id") for item in inputs] != [outcome.rollout_id for outcome in batch.outcomes]:
                 raise RuntimeError("the scored batch is not the rollout bridge's last batch")
+            if per_turn:
+                if any(batch.extra):
+                    raise ValueError(
+                        "credit='per_turn' needs one token sequence per rollout; an agent's rollouts with several "
+                        "(sub-agents, summarised histories) train with credit='outcome'"
+                    )
+                output["advantages"] = self._benchmax_turn_advantages(batch, output["completion_ids"])
+                return output
             return add_sequence_rows(self, output, batch.extra)
+
+        def _benchmax_turn_advantages(self, batch: Any, completion_ids: torch.Tensor) -> torch.Tensor:
+            """Per-token advantages from per-turn returns, shaped like ``completion_ids``."""
+            from benchmax.train._credit import token_advantages
+
+            weights = [float(weight) for weight in self.reward_weights.tolist()]
+            outcomes: list[float | None] = []
+            for reward_map, outcome in zip(batch.rewards, batch.outcomes, strict=True):
+                values = [
+                    weight * reward_map[name]
+                    for name, weight in zip(self.reward_func_names, weights, strict=True)
+                    if reward_map.get(name) is not None
+                ]
+                dropped = self.benchmax_drop_unscorable and not outcome.scored
+                outcomes.append(None if dropped or not values else sum(values))
+            rows = token_advantages(
+                batch.sequences,
+                batch.outcomes,
+                outcomes,
+                self.num_generations,
+                mode="per_turn",
+                gamma=self.benchmax_turn_discount,
+                scale=self.scale_rewards != "none",
+            )
+            advantages = torch.zeros(completion_ids.shape, dtype=torch.float32)
+            for row, values in enumerate(rows):
+                width = min(len(values), advantages.shape[1])
+                advantages[row, :width] = torch.tensor(values[:width], dtype=torch.float32)
+            return advantages.to(completion_ids.device)
 
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
             self._benchmax_inputs = inputs

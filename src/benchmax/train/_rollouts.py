@@ -320,6 +320,15 @@ class RolloutBridge:
             # over the rollouts that have the component: in a mixture, those of the envs that emit it
             values = [reward[name] for reward in fill.rewards if name in reward]
             metrics[f"generated/{name}"] = sum(values) / len(values)
+        turn_sums: dict[str, list[float]] = {}
+        for outcome in outcomes:  # the env's per-turn rewards (env_response), per turn that gave one
+            for turn in outcome.turns:
+                for name, value in (turn.rewards or {}).items():
+                    turn_sums.setdefault(name, []).append(float(value))
+        for name, values in sorted(turn_sums.items()):
+            metrics[f"turn_rewards/{name}"] = sum(values) / len(values)
+        if turn_sums and outcomes:
+            metrics["turns/mean"] = sum(len(outcome.turns) for outcome in outcomes) / len(outcomes)
         versions = [
             turn.policy_version for outcome in outcomes for turn in outcome.turns if turn.policy_version is not None
         ]

@@ -22,6 +22,9 @@ class TokenSequence:
     env_mask: tuple[int, ...]
     """1 for tokens the policy generated, 0 for tool results and template glue."""
     logprobs: tuple[float, ...]
+    turn_spans: tuple[tuple[int, int, int], ...] = ()
+    """Per model turn: ``(turn index, start, end)`` of its generated tokens in ``completion_ids``,
+    so per-turn credit lands on exactly the tokens that turn sampled."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +40,9 @@ class TokenCheck:
 def _masked(sequence: TokenSequence) -> TokenSequence:
     """The same tokens, none of them trained on."""
     return TokenSequence(
-        sequence.prompt_ids, sequence.completion_ids, (0,) * len(sequence.env_mask), sequence.logprobs
-    )
+        sequence.prompt_ids, sequence.completion_ids, (0,) * len(sequence.env_mask), sequence.logprobs,
+        sequence.turn_spans,
+    )  # fmt: skip
 
 
 def assemble(outcome: RolloutOutcome) -> TokenSequence:
@@ -76,6 +80,7 @@ def _stream(all_turns: Sequence[TurnRecord]) -> TokenSequence:
     completion: list[int] = []
     mask: list[int] = []
     logprobs: list[float] = []
+    spans: list[tuple[int, int, int]] = []
     for turn in turns:
         turn_prompt = list(turn.prompt_token_ids or ())
         if turn_prompt[: len(stream)] != stream:
@@ -93,9 +98,10 @@ def _stream(all_turns: Sequence[TurnRecord]) -> TokenSequence:
         if len(turn_logprobs) != len(generated):
             turn_logprobs = [math.nan] * len(generated)  # unknown: no importance correction
         completion += glue + generated
+        spans.append((turn.index, len(completion) - len(generated), len(completion)))
         mask += [0] * len(glue) + [1] * len(generated)
         logprobs += [0.0] * len(glue) + turn_logprobs
         stream = turn_prompt + generated
     if not completion:
         raise ValueError("rollout generated no tokens")
-    return TokenSequence(tuple(prompt), tuple(completion), tuple(mask), tuple(logprobs))
+    return TokenSequence(tuple(prompt), tuple(completion), tuple(mask), tuple(logprobs), tuple(spans))

@@ -108,6 +108,9 @@ def _trainer(
         callbacks=[_RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
     )
     trainer.benchmax_correct = config.passes_per_batch == 1
+    trainer.benchmax_credit = config.credit
+    trainer.benchmax_turn_discount = config.turn_discount
+    trainer.benchmax_drop_unscorable = config.drop_unscorable
     # benchmax reports each step itself (a line per step, metrics.jsonl, the run store)
     trainer.remove_callback(PrinterCallback)
     return trainer

@@ -7,6 +7,8 @@ this module stays a description of *what* an env is, not *how* it is run.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from typing import Any
 from benchmax.auth import ModelRequestContext  # noqa: F401
 from benchmax.envs._errors import EnvDefinitionError
 from benchmax.envs._records import TurnRecord, Usage, total_usage
+from benchmax.envs._response import EnvResponse
 from benchmax.envs._runtime import close_default_engine, engine_for
 from benchmax.envs._termination import settle_termination_reason  # noqa: F401
 from benchmax.envs._types import DatasetSplit, JsonRow, Messages, RewardMap, Tool
@@ -64,6 +67,12 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
     the model instead of calling ``run_tool`` (off by default: 0.2.x passes arguments as sent)."""
     concurrent_tool_calls: bool = False
     """Run the tool calls of one turn concurrently (off by default: one after another, as 0.2.x)."""
+    outcome_from_transcript: bool | None = None
+    """Whether the scoring hooks read only what a run stores (the transcript, its turn records, the
+    example), so ``benchmax rescore`` can recompute the outcome. ``None``: yes for an env without
+    ``env_response``; no for one with it, whose hooks may read state the episode built (a game
+    board), which only a replay of the episode rebuilds: rescore then refuses instead of scoring
+    stale state. Turn rewards (``env_response``'s) are never recomputed by rescore: they are kept."""
 
     def __init__(self, *, max_turns: int | None = None, max_tool_calls: int | None = None) -> None:
         if max_turns is not None:
@@ -101,6 +110,23 @@ class BaseEnv(Environment[JsonRow, BaseRollout]):
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """Execute one tool call; the return value is the tool result the model sees."""
         raise ValueError(f"Unknown tool: {tool_name}")
+
+    async def env_response(self, rollout: BaseRollout) -> EnvResponse | None:
+        """Answer the model's latest turn: an observation, a reward for the turn, or the end of the episode.
+
+        Optional. Without it a reply without tool calls ends the rollout (the loop of
+        0.2.x). With it, the engine calls it after every assistant turn that ended
+        cleanly, once that turn's tool calls have run, with the transcript so far
+        (``rollout.messages`` ends with the reply or its tool results;
+        ``rollout.turns[-1]`` is the turn being answered). Return an
+        :class:`EnvResponse` (messages to append as user turns, ``rewards`` for the
+        turn, ``done``), or ``None`` for nothing to add: then the turn goes on as
+        without the hook (tool results go back to the model, a plain reply finishes).
+        Keep per-episode state keyed by ``rollout.rollout_id`` (set up in
+        ``rollout_context``), as ``run_tool`` does. ``rollout.messages`` is the live
+        transcript: read it, and return what to add rather than appending to it.
+        """
+        return None
 
     @asynccontextmanager
     async def rollout_context(self, rollout_id: str, example: Example[JsonRow]) -> AsyncIterator[None]:
@@ -148,6 +174,35 @@ def implements(env: Environment[Any, Any] | type[Environment[Any, Any]], hook: s
     return getattr(cls, hook, None) is not getattr(base, hook, None)
 
 
+def hook_source(env: Environment[Any, Any], hook: str) -> str:
+    """``file:line`` where ``env`` defines ``hook`` (relative to the working directory when under it),
+    so an error about the hook sends its author straight there; ``?`` when the source is unknown."""
+    function = inspect.unwrap(getattr(type(env), hook))
+    try:
+        path = inspect.getsourcefile(function) or "?"
+        line = inspect.getsourcelines(function)[1]
+    except (OSError, TypeError):
+        return "?"
+    return f"{shown_path(path)}:{line}"
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies under it, else as given."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def replay_only(env: Environment[Any, Any]) -> tuple[str, ...]:
+    """The reward parts of ``env`` that only a replay of the episode could compute again
+    (``"turn rewards"``, ``"outcome"``), so ``benchmax rescore`` says so instead of returning stale numbers."""
+    if not isinstance(env, BaseEnv) or not implements(env, "env_response"):
+        return ()
+    return ("turn rewards",) if env.outcome_from_transcript else ("turn rewards", "outcome")
+
+
 def check_limits(env: BaseEnv) -> None:
     """Refuse unusable ``max_turns``/``max_tool_calls`` values (``max_turns`` may still be unset)."""
     name = type(env).__name__
@@ -173,4 +228,9 @@ def check_env_definition(env: BaseEnv) -> None:
         raise EnvDefinitionError(
             f"{name} implements neither compute_reward nor compute_group_rewards; "
             "define at least one so rollouts can be scored"
+        )
+    if implements(env, "env_response") and not inspect.iscoroutinefunction(inspect.unwrap(type(env).env_response)):
+        raise EnvDefinitionError(
+            f"{name}.env_response ({hook_source(env, 'env_response')}) must be a coroutine function: "
+            "write it as async def env_response(self, rollout)"
         )

@@ -947,8 +947,12 @@
       if (!steps.length) return h('p', { class: 'muted', text: 'No training step recorded yet.' });
       const names = Object.keys(overview.components);
       const value = (row, key) => (typeof row.metrics[key] === 'number' ? row.metrics[key] : null);
+      // the env's per-turn rewards (env_response), mean per turn of the rollouts each step generated
+      const turnNames = [...new Set(steps.flatMap((row) => Object.keys(row.metrics).filter((key) => key.startsWith('turn_rewards/'))))].sort();
       const series = [
         ...names.map((name) => ({ label: name, key: `generated/${name}` })),
+        ...turnNames.map((key) => ({ label: `turn reward · ${key.slice('turn_rewards/'.length)}`, key })),
+        ...(turnNames.length ? [{ label: 'turns per rollout', key: 'turns/mean' }] : []),
         { label: 'dead-group share', key: 'groups/dead_share' },
       ];
       // a mixture's steps hold each env's figures under "envs": its reward curve and its dead groups apart
@@ -1179,7 +1183,7 @@
     const slots = new Map();
     const put = (key, log) => { if (!slots.has(key)) slots.set(key, []); slots.get(key).push(log); };
     for (const log of record.logs || []) {
-      if ((log.phase === 'model' || log.phase === 'tools') && log.turn < turnCount) put(`${log.phase}:${log.turn}`, log);
+      if ((log.phase === 'model' || log.phase === 'tools' || log.phase === 'env') && log.turn < turnCount) put(`${log.phase}:${log.turn}`, log);
       else if (log.phase === 'context' && (firstStart === null || log.time < firstStart)) put('before', log);
       else if (log.phase === 'reward' || log.phase === 'group_reward') put('reward', log);
       else put('after', log);
@@ -1213,12 +1217,38 @@
       add(root, logBlock(slots.get(`model:${k}`), `during the model call of turn ${k}`, start));
       add(root, messageNode(messages[turnStart[k]], toolErrors));
       const end = k + 1 < turnCount ? turnStart[k + 1] : messages.length;
-      for (let i = turnStart[k] + 1; i < end; i++) add(root, messageNode(messages[i], toolErrors));
+      // the env's observation (env_response) is the turn's last env_messages messages, after its tool results
+      const envFrom = Math.max(turnStart[k] + 1, end - (Number(turn.env_messages) || 0));
+      for (let i = turnStart[k] + 1; i < envFrom; i++) add(root, messageNode(messages[i], toolErrors));
       add(root, logBlock(slots.get(`tools:${k}`), `during the tool calls of turn ${k}`, start));
+      add(root, envTurnNode(turn, k));
+      for (let i = envFrom; i < end; i++) {
+        const node = messageNode(messages[i], toolErrors);
+        node.classList.add('env-observation');
+        node.querySelector('.msg-head').append(badge('env', 'info'));
+        add(root, node);
+      }
+      add(root, logBlock(slots.get(`env:${k}`), `during the env's answer to turn ${k}`, start));
     }
     add(root, logBlock(slots.get('after'), 'after the last turn', start));
     add(root, logBlock(slots.get('reward'), 'while scoring', start));
     return root;
+  }
+
+  function turnRewardText(rewards) {
+    const names = Object.keys(rewards || {});
+    return names.length ? names.map((name) => `${name} ${fmt(rewards[name])}`).join(' · ') : '';
+  }
+
+  // What the env said about a turn (env_response): its reward and verdict; null for a turn it did not answer.
+  function envTurnNode(turn, k) {
+    const rewards = turnRewardText(turn.rewards);
+    if (!rewards && !turn.env_info && !turn.env_messages) return null;
+    return h('div', { class: 'env-turn', dataset: { turn: String(k) } },
+      h('strong', { text: `env · turn ${k}` }),
+      turn.env_seconds ? h('span', { class: 'muted', text: secs(turn.env_seconds) }) : null,
+      rewards ? h('span', { class: 'turn-reward', text: `turn reward: ${rewards}` }) : null,
+      turn.env_info ? h('span', { class: 'env-info', text: turn.env_info }) : null);
   }
 
   function tokenView(turns) {
@@ -1385,6 +1415,10 @@
         { label: 'tokens in → out', num: true, render: (t) => `${fmt((t.usage || {}).prompt_tokens || 0)} → ${fmt((t.usage || {}).completion_tokens || 0)}` },
         { label: 'tool calls', num: true, render: (t) => fmt(t.tool_calls) },
         { label: 'finish', render: (t) => t.finish_reason || '—' },
+        ...(rec.turns.some((t) => t.rewards || t.env_info) ? [
+          { label: 'turn reward', render: (t) => turnRewardText(t.rewards) || '—' },
+          { label: 'env verdict', render: (t) => t.env_info || '—' },
+        ] : []),
       ], rec.turns) : null);
     const summary = h('div', { class: 'two-col' }, rewardCard, usageCard);
     const exampleCard = h('section', { class: 'card example-card' },
