@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import itertools
 import multiprocessing
 import os
@@ -32,8 +31,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.client import CacheSettings, CallFigures, PriceTable, calls_to_meta, merge_figures
@@ -55,16 +52,14 @@ from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
 from benchmax.store import (
-    SQL_PARAMETERS,
     Provenance,
+    RolloutRecord,
     RolloutScore,
     Run,
     RunMeta,
     ScoredGroup,
+    StoredGroup,
     StoreError,
-    chunks,
-    decode_transcript,
-    decode_turns,
 )
 from benchmax.telemetry import TelemetrySettings, start_telemetry, stop_telemetry
 
@@ -134,7 +129,7 @@ async def arescore(
             raise StoreError(f"{source} holds no eval config (only an eval or rescored run can be rescored)")
         config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
-        ranges = _group_ranges(old)
+        ranges = old.group_ranges(_CHUNK_GROUPS)
     config = replace(config, engine=replace(config.engine, telemetry=telemetry or TelemetrySettings()))
     mix = _rescored_mix(source, config, env_spec, env_specs or {})
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
@@ -263,12 +258,6 @@ class _Job:
     mix: MixSpec | None = None
 
 
-def _group_ranges(run: Run) -> list[tuple[int, int]]:
-    """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
-    ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
-    return [(part[0][0], part[-1][1]) for part in chunks(ranges, _CHUNK_GROUPS)]
-
-
 @asynccontextmanager
 async def _adopting(session: RunSession, source: Path) -> AsyncIterator[asyncio.Future[None]]:
     """``session.adopt(source)`` started in a thread; the body awaits it before its first write.
@@ -338,7 +327,6 @@ class _Scorer:
         self.executor: GroupExecutor | None = None
         self.run: Run | None = None
         self.slots = RolloutSlots(job.concurrency)
-        self.examples: dict[str, Example] = {}
 
     def load(self) -> None:
         env: BaseEnv | EnvMix
@@ -369,31 +357,24 @@ class _Scorer:
         """The chunk's groups scored, and the model calls (a judge's) their scoring made."""
         assert self.run is not None and self.executor is not None
         executor = self.executor
-        first, last = chunk
-        groups = self.run.sql(
-            "SELECT group_id, example_id, first_seq, last_seq FROM groups WHERE first_seq BETWEEN ? AND ?"
-            " ORDER BY first_seq",
-            (first, last),
-        )
-        records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
-        examples = self._examples({example_id for _, example_id, _, _ in groups})
         calls: list[tuple[CallFigures, ...]] = []
 
-        async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
-            rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
-            example = examples.get(example_id) or self._unstored(example_id, rows[0])
-            async with self.slots.hold(len(rows)):
+        async def one(stored: StoredGroup) -> ScoredGroup:
+            rollouts = stored.rollouts
+            example = stored.example or self._unstored(stored.group.example_id, rollouts[0])
+            async with self.slots.hold(len(rollouts)):
                 started = time.time()
                 result: GroupResult = await executor.rescore_group(
-                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                    [_request(record, example, self.job.meta) for record in rollouts],
+                    [_stored(record) for record in rollouts],
                 )
             if result.calls is not None:
                 calls.append(result.calls.figures())
             return ScoredGroup(
-                group_id=group_id,
+                group_id=stored.group.group_id,
                 scores=tuple(
                     RolloutScore(
-                        row[0],
+                        seq,
                         outcome.termination_reason,
                         outcome.error,
                         dict(outcome.rewards),
@@ -401,32 +382,19 @@ class _Scorer:
                         outcome.scoring_error,
                         outcome.trace_id,
                     )
-                    for row, outcome in zip(rows, result.outcomes, strict=True)
+                    for seq, outcome in zip(stored.seqs, result.outcomes, strict=True)
                 ),
                 logs=result.logs,
                 started_at=started,
                 ended_at=time.time(),
             )
 
+        groups = self.run.stored_groups(*chunk)
         with bind_model_auth(self.job.auth or {}):  # a worker process has no binding of its own
-            scored = list(await asyncio.gather(*(one(*group) for group in groups)))
+            scored = list(await asyncio.gather(*(one(group) for group in groups)))
         return scored, merge_figures(*calls)
 
-    def _examples(self, wanted: set[str]) -> dict[str, Example]:
-        assert self.run is not None
-        missing = sorted(wanted - self.examples.keys())
-        for part in chunks(missing, SQL_PARAMETERS):
-            for example_id, payload, env in self.run.sql(
-                f"SELECT example_id, payload, env FROM examples WHERE example_id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                self.examples[example_id] = Example(example_id, orjson.loads(payload), env)
-        found = {example_id: self.examples[example_id] for example_id in wanted if example_id in self.examples}
-        if len(self.examples) > 50_000:
-            self.examples.clear()
-        return found
-
-    def _unstored(self, example_id: str, row: Sequence[Any]) -> Example:
+    def _unstored(self, example_id: str, first: RolloutRecord) -> Example:
         """An example the source did not store, rebuilt from its first rollout's prompt; a mixture's
         cannot be: which env scores it is the store's ``examples.env``, not something its id tells."""
         if self.job.mix is not None:
@@ -434,7 +402,7 @@ class _Scorer:
                 f"{self.job.source}: example {example_id!r} of the mixture is not in its examples table, "
                 "so which env scores it is unknown"
             )
-        return Example(example_id, {"prompt_messages": _messages(row)[:1]})
+        return Example(example_id, {"prompt_messages": first.messages[:1]})
 
     async def aclose(self) -> None:
         """Release the executor (its engine and call ledger), the env and the source file (again: a no-op)."""
@@ -484,36 +452,24 @@ def _worker_score(chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[Call
     return loop.run_until_complete(scorer.score(chunk))
 
 
-def _messages(row: Sequence[Any]) -> list[dict[str, Any]]:
-    return decode_transcript(row[19]) or []
-
-
-def _request(row: Sequence[Any], example: Example, meta: RunMeta) -> RolloutRequest:
+def _request(record: RolloutRecord, example: Example, meta: RunMeta) -> RolloutRequest:
     return RolloutRequest(
-        rollout_id=row[1],
+        rollout_id=record.rollout_id,
         example=example,
         model=meta.model or "stored",
         base_url="stored://transcript",
-        split=row[7],
-        sampling=_sampling(row[21]),
+        split=record.split,
+        sampling=SamplingParams.from_dict(record.sampling),
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _sampling(stored: bytes | None) -> SamplingParams:
-    """A run's rollouts mostly share one sampling record: decoded once (the params are frozen)."""
-    return SamplingParams.from_dict(decode_transcript(stored) if stored else None)
-
-
-def _stored(row: Sequence[Any]) -> StoredRollout:
-    messages = decode_transcript(row[19]) or []
-    turns = decode_turns(row[20])
-    reason, error = row[8], row[9]
+def _stored(record: RolloutRecord) -> StoredRollout:
+    reason, error = record.termination_reason, record.error
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
-        reason, error = _loop_reason(messages, turns), None
-    elif is_scorable(reason) and not row[22]:
+        reason, error = _loop_reason(record.messages, record.turns), None
+    elif is_scorable(reason) and not record.scored:
         error = None  # a budget stop whose scoring failed: its error is that failure, scored again now
-    return StoredRollout(messages, reason, error, turns)
+    return StoredRollout(record.messages, reason, error, record.turns)
 
 
 def _loop_reason(messages: list[dict[str, Any]], turns: tuple[TurnRecord, ...]) -> str:

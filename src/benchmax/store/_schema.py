@@ -281,6 +281,13 @@ def create(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
 
+def example_env(alias: str) -> str:
+    """The one way the store names a row's env in SQL: its example's ``env``, for ``alias`` (a table
+    with an ``example_id`` column). ``NULL`` in a run of one env, whose rows readers name by the
+    run's own env (:func:`benchmax.store._meta.labelled`)."""
+    return f"(SELECT e.env FROM examples AS e WHERE e.example_id = {alias}.example_id)"
+
+
 def has_example_env(conn: sqlite3.Connection, schema: str = "main") -> bool:
     """Whether ``schema``'s ``examples`` table has the ``env`` column (files written before it lack it)."""
     found = conn.execute(f"SELECT 1 FROM pragma_table_info('examples', '{schema}') WHERE name = 'env'").fetchone()
