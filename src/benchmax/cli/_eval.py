@@ -36,6 +36,7 @@ from benchmax.cli._options import (
 from benchmax.cli._output import command_line, error_line
 from benchmax.errors import BenchmaxError
 from benchmax.runner import (
+    DEFAULT_CONCURRENCY,
     EMBEDDED,
     EndpointError,
     RunConfig,
@@ -119,7 +120,7 @@ def eval_command(
                 split=run.split,
                 max_examples=run.max_examples if mix is None else None,  # a mixture caps each env
                 group_size=run.group_size,
-                concurrency=run.concurrency if run.concurrency is not None else 64,
+                concurrency=run.concurrency if run.concurrency is not None else DEFAULT_CONCURRENCY,
                 batch_size=run.batch_size,
                 model=endpoint.model,
                 check_model=endpoint.model_check,

@@ -5,6 +5,7 @@ behind the exit code; executors run the groups here or on Ray actors.
 """
 
 from benchmax.runner._config import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_FAILURE_RATE,
     EMBEDDED,
     EXECUTORS,
@@ -13,7 +14,7 @@ from benchmax.runner._config import (
     env_name,
 )
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
-from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, failed_group
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, SlotClaim, failed_group
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
@@ -24,6 +25,7 @@ from benchmax.runner._verdict import RunVerdict, judge_run
 from benchmax.store import RunMeta  # the record RunSession.create takes; its home is the store
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_FAILURE_RATE",
     "EMBEDDED",
     "EXECUTORS",
@@ -46,6 +48,7 @@ __all__ = [
     "RunSession",
     "RunStopped",
     "RunVerdict",
+    "SlotClaim",
     "arescore",
     "arun",
     "default_run_dir",

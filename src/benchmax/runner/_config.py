@@ -18,6 +18,8 @@ EMBEDDED = "embedded"
 """The ``base_url`` that means: start the embedded SmolLM2 model."""
 
 EXECUTORS = ("local", "ray")
+DEFAULT_CONCURRENCY = 64
+"""Rollouts in flight when ``--concurrency`` is not given (eval, rescore and their Python APIs)."""
 DEFAULT_MAX_FAILURE_RATE = 0.1
 """A run whose operational failures exceed this share of its rollouts did not do its job."""
 
@@ -44,7 +46,7 @@ class RunConfig:
     split: DatasetSplit = "eval"
     max_examples: int | None = None
     group_size: int = 1
-    concurrency: int = 64
+    concurrency: int = DEFAULT_CONCURRENCY
     batch_size: int | None = None
     model: str | None = None
     """The model name sent to the server; ``None``: the one model the server lists."""

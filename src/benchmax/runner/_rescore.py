@@ -47,8 +47,8 @@ from benchmax.envs import (
 )
 from benchmax.loading import EnvSpec
 from benchmax.mix import EnvMix, MixSpec
-from benchmax.runner._config import EMBEDDED, RunConfig
-from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
+from benchmax.runner._config import DEFAULT_CONCURRENCY, EMBEDDED, RunConfig
+from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import RunSession
 from benchmax.store import (
@@ -88,7 +88,7 @@ async def arescore(
     env_spec: str | None = None,
     run_dir: Path | None = None,
     workers: int | None = None,
-    concurrency: int = 64,
+    concurrency: int = DEFAULT_CONCURRENCY,
     cache: CacheSettings | None = None,
     prices: str | None = None,
     auth: Mapping[str, ModelAuth] | None = None,
@@ -326,7 +326,6 @@ class _Scorer:
         self.env: BaseEnv | EnvMix | None = None
         self.executor: GroupExecutor | None = None
         self.run: Run | None = None
-        self.slots = RolloutSlots(job.concurrency)
 
     def load(self) -> None:
         env: BaseEnv | EnvMix
@@ -342,7 +341,9 @@ class _Scorer:
                 raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
             env = loaded
         self.env = env
-        local = LocalExecutor(env, self.job.engine, prices=self.job.prices, cache=self.job.cache)
+        local = LocalExecutor(
+            env, self.job.engine, prices=self.job.prices, cache=self.job.cache, concurrency=self.job.concurrency
+        )
         self.executor = local
         local.ledger.open()  # a cache directory that cannot be used fails here, before the new run exists
         self.run = Run(self.job.source)
@@ -362,7 +363,7 @@ class _Scorer:
         async def one(stored: StoredGroup) -> ScoredGroup:
             rollouts = stored.rollouts
             example = stored.example or self._unstored(stored.group.example_id, rollouts[0])
-            async with self.slots.hold(len(rollouts)):
+            async with executor.slots.hold(len(rollouts)):  # the executor takes nothing more
                 started = time.time()
                 result: GroupResult = await executor.rescore_group(
                     [_request(record, example, self.job.meta) for record in rollouts],

@@ -31,7 +31,7 @@ from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.mix import EnvMix
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
-from benchmax.runner._executor import GroupExecutor, LocalExecutor
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, SlotClaim
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
@@ -262,7 +262,9 @@ def make_executor(
         from benchmax.runner._ray import RayExecutor
 
         return RayExecutor(config, prices=prices, auth=bound_model_auth())
-    return LocalExecutor(env, config.engine, clients=clients, prices=prices, cache=config.cache)
+    return LocalExecutor(
+        env, config.engine, clients=clients, prices=prices, cache=config.cache, concurrency=config.concurrency
+    )
 
 
 def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:
@@ -373,7 +375,7 @@ async def _schedule(
         )
     if not pending_groups:
         return 0
-    slots = asyncio.Semaphore(max(1, config.concurrency // size))
+    slots = executor.slots  # the one limit of --concurrency: claimed here, held by the executor
     written = 0
     stopping: list[_Stop] = []
     main = asyncio.current_task()
@@ -421,9 +423,9 @@ async def _schedule(
         in_flight=lambda: len(tasks) * size,
     )
 
-    async def run_group(key: GroupKey, example: Example[Any]) -> None:
+    async def run_group(key: GroupKey, example: Example[Any], claim: SlotClaim) -> None:
         nonlocal written
-        try:
+        async with claim:
             requests = [
                 RolloutRequest(
                     rollout_id=key.rollout_id(sample),
@@ -461,8 +463,6 @@ async def _schedule(
             left_in_batch[batch] -= 1
             if per_batch is not None and left_in_batch[batch] == 0:
                 await asyncio.to_thread(session.close_batch, batch)
-        finally:
-            slots.release()
 
     tasks: set[asyncio.Task[None]] = set()
     failures: list[BaseException] = []
@@ -476,13 +476,14 @@ async def _schedule(
     watch.__enter__()
     try:
         async for key, example in _pending(session, config.split, examples, plan):
-            await slots.acquire()
+            claim = await slots.claim(size)
             if failures:
+                claim.release()
                 raise failures[0]
             if stopping:
-                slots.release()
+                claim.release()
                 break
-            task = asyncio.create_task(run_group(key, example))
+            task = asyncio.create_task(run_group(key, example, claim))
             tasks.add(task)
             task.add_done_callback(finished)
         while tasks:
