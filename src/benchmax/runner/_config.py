@@ -12,6 +12,7 @@ from benchmax.auth import BasicAuth, redact_url, split_credentials
 from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
+from benchmax.loading import EnvSpec
 from benchmax.mix import MixSpec
 
 EMBEDDED = "embedded"
@@ -117,6 +118,19 @@ class RunConfig:
                 f"batch_size ({self.batch_size} rollouts) must be a positive multiple of "
                 f"group_size ({self.group_size}) so groups are never split across batches"
             )
+
+    @classmethod
+    def of(cls, env: EnvSpec | MixSpec, **options: Any) -> RunConfig:
+        """A run of ``env``, typed: one env (its spec and constructor kwargs) or a mixture (its
+        members; the stored ``env`` then only labels the run, :attr:`MixSpec.label`)."""
+        if isinstance(env, MixSpec):
+            return cls(env=env.label, mix=env, **options)
+        return cls(env=env.spec, env_kwargs=dict(env.kwargs), **options)
+
+    @property
+    def target(self) -> EnvSpec | MixSpec:
+        """What the run runs, typed: the mixture, or the one env with its kwargs."""
+        return self.mix if self.mix is not None else EnvSpec(self.env, self.env_kwargs)
 
     @property
     def base_urls(self) -> tuple[str, ...]:

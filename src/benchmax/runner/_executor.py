@@ -119,16 +119,14 @@ class LocalExecutor:
 
     async def _member_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         assert self._mix is not None
-        member, routed = self._mix.member_requests(requests)
+        member, routed = self._mix.route(requests)
         engine, own_group = self._routes[member.name]
         result = await (run_own_group(member.env, routed) if own_group else engine.run_group(routed))
-        return self._mixture_result(result, requests)
+        return self._unrouted(result, requests)
 
-    def _mixture_result(self, result: GroupResult, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+    def _unrouted(self, result: GroupResult, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         assert self._mix is not None
-        example_id = requests[0].example.id
-        outcomes = tuple(self._mix.mixture_outcome(outcome, example_id) for outcome in result.outcomes)
-        return replace(result, outcomes=outcomes)
+        return replace(result, outcomes=tuple(self._mix.unroute(outcome, requests) for outcome in result.outcomes))
 
     async def rescore_group(
         self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
@@ -142,9 +140,9 @@ class LocalExecutor:
     ) -> GroupResult:
         with self.ledger.group() as meter:
             if self._mix is not None:
-                member, routed = self._mix.member_requests(requests)
+                member, routed = self._mix.route(requests)
                 engine = self._routes[member.name][0]
-                result = self._mixture_result(await engine.rescore_group(routed, stored), requests)
+                result = self._unrouted(await engine.rescore_group(routed, stored), requests)
             else:
                 result = await self.engine.rescore_group(requests, stored)
         return replace(result, calls=meter.log())

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.errors import BenchmaxError
+from benchmax.loading import EnvSpec
 from benchmax.mix import MixSpec
 from benchmax.telemetry import TelemetrySettings
 from benchmax.train import _model as model_loading
@@ -121,6 +122,19 @@ class TrainConfig:
                 "async_steps needs num_iterations=1 (one optimisation pass per batch, the importance "
                 "weights are taken against the model at that pass); set async_steps=0 to use num_iterations"
             )
+
+    @classmethod
+    def of(cls, env: EnvSpec | MixSpec, **options: Any) -> TrainConfig:
+        """A training run of ``env``, typed: one env (its spec and constructor kwargs) or a mixture (its
+        members; the stored ``env`` then only labels the run, :attr:`MixSpec.label`)."""
+        if isinstance(env, MixSpec):
+            return cls(env=env.label, mix=env, **options)
+        return cls(env=env.spec, env_kwargs=dict(env.kwargs), **options)
+
+    @property
+    def target(self) -> EnvSpec | MixSpec:
+        """What the training run runs, typed: the mixture, or the one env with its kwargs."""
+        return self.mix if self.mix is not None else EnvSpec(self.env, self.env_kwargs)
 
     @property
     def passes_per_batch(self) -> int:
