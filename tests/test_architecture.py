@@ -44,7 +44,20 @@ ALLOWED: dict[str, set[str]] = {
     "local": {"client", "envs", "errors"},
     "store": {"envs", "errors"},
     "mix": {"envs", "loading", "errors"},
-    "runner": {"envs", "loading", "mix", "client", "engine", "store", "local", "auth", "aio", "telemetry", "errors"},
+    "runner": {
+        "envs",
+        "loading",
+        "mix",
+        "client",
+        "engine",
+        "store",
+        "local",
+        "traces",
+        "auth",
+        "aio",
+        "telemetry",
+        "errors",
+    },
     "inspector": {"store", "auth", "errors"},
     "serve": {"envs", "loading", "remote", "inspector", "errors"},
     "train": {"runner", "mix", "engine", "client", "envs", "loading", "local", "auth", "aio", "telemetry", "errors"},
@@ -155,3 +168,4 @@ def test_the_check_finds_an_up_arrow_and_each_kind_of_private_name(tmp_path):
         "probe.py:3 imports benchmax.client._calls.call: a private name of client",
         "probe.py:5 imports benchmax.engine: envs may not depend on engine",
     ]
+

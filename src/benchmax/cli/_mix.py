@@ -162,8 +162,3 @@ def _data_dirs(values: Sequence[str], names: Sequence[str]) -> dict[str, Path]:
             raise typer.BadParameter(f"{item!r}: env {name!r} is given a data directory twice", param_hint="--data-dir")
         places[name] = Path(directory)
     return places
-
-
-def mix_label(spec: MixSpec) -> str:
-    """What names a mixture run where a run of one env shows its spec."""
-    return "+".join(member.name for member in spec.members)

@@ -15,6 +15,7 @@ from benchmax.runner._config import (
 )
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, SlotClaim, failed_group
+from benchmax.runner._import import import_run, resolve_examples
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._rescore import arescore
 from benchmax.runner._run import RunObserver, RunResult, RunStopped, arun, evaluate, sampling_for
@@ -56,8 +57,10 @@ __all__ = [
     "evaluate",
     "failed_group",
     "group_keys",
+    "import_run",
     "judge_run",
     "model_endpoint",
+    "resolve_examples",
     "run_provenance",
     "sampling_for",
     "validate_env",
