@@ -169,3 +169,73 @@ def test_the_check_finds_an_up_arrow_and_each_kind_of_private_name(tmp_path):
         "probe.py:5 imports benchmax.engine: envs may not depend on engine",
     ]
 
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in FILES}
+
+
+def _edges(path: Path) -> set[str]:
+    """The modules of its own package that ``path`` imports, lazy and ``TYPE_CHECKING`` ones included
+    (the package's ``__init__`` left out: it imports its modules to re-export them)."""
+    own = _module_name(path).rsplit(".", 1)[0] if path.stem != "__init__" else _module_name(path)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            if name in MODULES and name != own and name.rsplit(".", 1)[0] == own:
+                found.add(name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle of ``graph`` once, as the modules around it (Tarjan's strongly connected parts)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                item = stack.pop()
+                part.append(item)
+                if item == node:
+                    break
+            if len(part) > 1 or node in graph.get(node, ()):
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_back_through_others_of_its_package():
+    """Inside a package, imports go one way too: a circle (``a -> b -> a``), even one closed by an
+    import inside a function or under ``TYPE_CHECKING``, is two modules that are one idea, or a
+    name living in the wrong one."""
+    graph = {name: _edges(path) for name, path in MODULES.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_closed_inside_a_function():
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}, "p.e": set()}
+    assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
+    assert _cycles({"p.a": {"p.b"}, "p.b": set()}) == []

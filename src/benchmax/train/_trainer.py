@@ -33,10 +33,10 @@ from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_a
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
-from benchmax.train._progress import CURVES, _StepCallback, _write_logs
+from benchmax.train._progress import CURVES, StepCallback, write_logs
 from benchmax.train._report import StepReport
 from benchmax.train._rollouts import RolloutBridge
-from benchmax.train._trl import CHECKPOINTS, _loadable_by_vllm, _trainer, freeze_below
+from benchmax.train._trl import CHECKPOINTS, freeze_below, grpo_trainer, loadable_by_vllm
 from benchmax.train._vllm import vllm_policy
 
 logger = logging.getLogger("benchmax.train")
@@ -113,7 +113,7 @@ def train(
 def run(session: TrainingSession) -> TrainResult:
     checkpoints = session.run_dir / CHECKPOINTS
     resume = session.config.resume and any(checkpoints.glob("checkpoint-*"))
-    reporter = _StepCallback(session)
+    reporter = StepCallback(session)
     session.trainer.add_callback(reporter)
     before = after = None
     if session.run_session is None:
@@ -136,7 +136,7 @@ def run(session: TrainingSession) -> TrainResult:
             )
     history = tuple(session.trainer.state.log_history)
     title = f"{session.config.env} · {session.config.model}"
-    curve = _write_logs(session.run_dir, history, title=title)
+    curve = write_logs(session.run_dir, history, title=title)
     curves = tuple(component_curves(history, session.run_dir / CURVES, title=title))
     curves += tuple(env_curves(history, session.run_dir / CURVES, title=title))
     return TrainResult(
@@ -310,8 +310,8 @@ def build(
         components = _components(config, bridge, dataset)
         bridge.known_components = frozenset(components)
         if config.vllm == "colocate":
-            _loadable_by_vllm(model, tokenizer, run_dir)
-        trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
+            loadable_by_vllm(model, tokenizer, run_dir)
+        trainer = grpo_trainer(config, model, tokenizer, bridge, components, examples, run_dir)
         probe_policy = None
         if config.vllm is not None:
             probe_policy, policy = policy, vllm_policy(
