@@ -28,7 +28,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -168,47 +167,64 @@ async def arescore(
                 ray_address=ray_address, concurrency=concurrency, cache=cache, prices=prices, run_dir=target,
             )  # fmt: skip
             await scorer.attach(_ray_executor(ray_config, table, job.auth))
-        create = partial(
-            RunSession.create,
-            target,
-            kind="rescore",
-            meta=replace(
-                meta,
-                **_NOT_INHERITED,
-                config=replace(new_config, run_dir=target).to_meta(),
-                rescored_from=str(source),
-                source_created_at=meta.created_at,
-                source_cost=meta.cost,
-            ),
-            origin=origin,
-        )
-        session = await asyncio.to_thread(create)
-        spent: list[tuple[CallFigures, ...]] = []
-        async with session.running():
-            try:
-                # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
-                # while the first chunks are scored: they read the source, not the copy
-                async with _adopting(session, source) as adopted:
-                    if processes == 1:
-                        for chunk in ranges:
-                            groups, figures = await scorer.score(chunk)
-                            spent.append(figures)
-                            await adopted
-                            await asyncio.to_thread(session.write_scores, groups)
-                    else:
-                        await _in_workers(job, ranges, processes, session, spent, adopted)
-                await asyncio.to_thread(session.close_batches)
-            finally:
-                figures = merge_figures(*spent)
-                session.update_meta(
-                    cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
-                )
+        session = await asyncio.to_thread(_new_session, target, source, meta, new_config, origin)
+        await _score_into(session, scorer, job, source, ranges, processes, table)
     finally:
         try:
             await scorer.aclose()
         finally:
             await asyncio.to_thread(stop_telemetry, traces)  # queued spans go out, bounded by the export timeout
     return target
+
+
+def _new_session(target: Path, source: Path, meta: RunMeta, config: RunConfig, origin: RunOrigin) -> RunSession:
+    """The rescored run, created: the source's metadata less what described the source's own run."""
+    return RunSession.create(
+        target,
+        kind="rescore",
+        meta=replace(
+            meta,
+            **_NOT_INHERITED,
+            config=replace(config, run_dir=target).to_meta(),
+            rescored_from=str(source),
+            source_created_at=meta.created_at,
+            source_cost=meta.cost,
+        ),
+        origin=origin,
+    )
+
+
+async def _score_into(
+    session: RunSession,
+    scorer: _Scorer,
+    job: _Job,
+    source: Path,
+    ranges: Sequence[tuple[int, int]],
+    processes: int,
+    table: PriceTable,
+) -> None:
+    """Every chunk of the source scored (here, or in ``processes`` workers) and written into the new
+    run, while the source's transcripts are adopted; the judge's calls priced into its ``cost``."""
+    spent: list[tuple[CallFigures, ...]] = []
+    async with session.running():
+        try:
+            # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
+            # while the first chunks are scored: they read the source, not the copy
+            async with _adopting(session, source) as adopted:
+                if processes == 1:
+                    for chunk in ranges:
+                        groups, figures = await scorer.score(chunk)
+                        spent.append(figures)
+                        await adopted
+                        await asyncio.to_thread(session.write_scores, groups)
+                else:
+                    await _in_workers(job, ranges, processes, session, spent, adopted)
+            await asyncio.to_thread(session.close_batches)
+        finally:
+            figures = merge_figures(*spent)
+            session.update_meta(
+                cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
+            )
 
 
 def _rescored_mix(

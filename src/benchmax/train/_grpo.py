@@ -111,19 +111,9 @@ def trainer_class() -> type:
             mask = mask.to(logps.dtype)
             log_ratio = logps.detach() - sampling
             known = mask.bool() & ~torch.isnan(sampling)
-            mode = "train" if self.model.training else "eval"
             if known.any():
-                values = log_ratio[known]
-                ratio = torch.exp(values)
-                cap = self.args.vllm_importance_sampling_clip_max
-                metrics = self._metrics[mode]
-                metrics["is_ratio/mean"].append(ratio.mean().item())
-                metrics["is_ratio/min"].append(ratio.min().item())
-                metrics["is_ratio/max"].append(ratio.max().item())
-                if cap is not None:
-                    metrics["is_ratio/truncated"].append((ratio > cap).float().mean().item())
-                metrics["kl/sampler"].append((torch.expm1(values) - values).mean().item())
-                metrics["tokens/logprob_diff_max"].append(values.abs().max().item())
+                mode = "train" if self.model.training else "eval"
+                _log_ratio_figures(self._metrics[mode], log_ratio[known], self.args.vllm_importance_sampling_clip_max)
             if not self.benchmax_correct or getattr(self, "use_vllm", False):
                 return
             weights = importance_weights(
@@ -140,3 +130,16 @@ def trainer_class() -> type:
             inputs["advantages"] = advantages * weights
 
     return BenchmaxGRPOTrainer
+
+
+def _log_ratio_figures(metrics: Any, values: torch.Tensor, cap: float | None) -> None:
+    """The step's figures of ``log pi_theta - log pi_sampler`` over its known tokens: the IS
+    ratio's mean, min, max and truncated share, the k3 KL(pi_sampler || pi_theta), the largest gap."""
+    ratio = torch.exp(values)
+    metrics["is_ratio/mean"].append(ratio.mean().item())
+    metrics["is_ratio/min"].append(ratio.min().item())
+    metrics["is_ratio/max"].append(ratio.max().item())
+    if cap is not None:
+        metrics["is_ratio/truncated"].append((ratio > cap).float().mean().item())
+    metrics["kl/sampler"].append((torch.expm1(values) - values).mean().item())
+    metrics["tokens/logprob_diff_max"].append(values.abs().max().item())

@@ -22,9 +22,7 @@ CURVES = "curves"
 METRICS = "metrics.jsonl"
 
 
-def write_logs(
-    run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True
-) -> Path | None:
+def write_logs(run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True) -> Path | None:
     with (run_dir / METRICS).open("wb") as handle:
         for entry in history:
             handle.write(orjson.dumps(dict(entry), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
