@@ -116,7 +116,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "RolloutSlots", "RunConfig", "RunKind", "RunMeta", "RunObserver", "RunOrigin", "RunResult", "RunSession",
         "RunStopped", "RunVerdict", "SlotClaim", "arescore", "arun", "default_run_dir", "env_name", "evaluate",
         "failed_group", "group_keys", "import_run", "judge_run", "model_endpoint", "resolve_examples",
-        "run_provenance", "sampling_for", "validate_env", "validate_mix",
+        "run_provenance", "sampling_for", "target_fields", "validate_env", "validate_mix",
     ),
     "benchmax.sandbox": (
         "BwrapProvider", "BwrapSandbox", "DockerProvider", "DockerSandbox", "ExecResult", "FileInfo",

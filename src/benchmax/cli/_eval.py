@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from benchmax.auth import ModelAuth, bind_model_auth, redact_url
-from benchmax.cli._mix import MixOptions, mix_spec
+from benchmax.cli._mix import MixOptions, mix_spec, run_target
 from benchmax.cli._options import (
     ENV_HELP,
     CacheOptions,
@@ -35,8 +35,6 @@ from benchmax.cli._options import (
 )
 from benchmax.cli._output import command_line, error_line
 from benchmax.errors import BenchmaxError
-from benchmax.loading import EnvSpec
-from benchmax.mix import MixSpec
 from benchmax.runner import (
     DEFAULT_CONCURRENCY,
     EMBEDDED,
@@ -107,13 +105,7 @@ def eval_command(
                 seed=sampling.seed,
                 data_dirs=env_options.data_dirs,
             )
-            target: EnvSpec | MixSpec
-            if mix is not None:
-                target = mix
-            elif env is not None:
-                target = EnvSpec(env, env_options.kwargs())
-            else:
-                raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+            target = run_target(env, mix, env_options)
             if run.batch_size is not None and run.batch_size % run.group_size:
                 raise typer.BadParameter(
                     f"{run.batch_size} is not a multiple of --group-size {run.group_size}: "

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._mix import MixOptions, mix_spec
+from benchmax.cli._mix import MixOptions, mix_spec, run_target
 from benchmax.cli._options import EnvOptions, OptionalEnvArgument, TelemetryOptions, with_option_groups
 from benchmax.cli._train_options import (
     GrpoOptions,
@@ -20,7 +20,6 @@ from benchmax.cli._train_options import (
     VllmOptions,
 )
 from benchmax.errors import BenchmaxError
-from benchmax.loading import EnvSpec
 from benchmax.mix import MixSpec
 from benchmax.telemetry import TelemetrySettings
 
@@ -65,13 +64,7 @@ def train_command(
         config = _resumed_config(TrainConfig, run, env, traces)
         env = config.env if config.mix is None else None  # a mixture is loaded from its stored members
     else:
-        target: EnvSpec | MixSpec
-        if mix is not None:
-            target = mix
-        elif env is not None:
-            target = EnvSpec(env, env_options.kwargs())
-        else:
-            raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+        target = run_target(env, mix, env_options)
         one = mix is None
         try:
             config = TrainConfig.of(

@@ -12,6 +12,7 @@ from benchmax.runner._config import (
     RunConfig,
     default_run_dir,
     env_name,
+    target_fields,
 )
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, SlotClaim, failed_group
@@ -63,6 +64,7 @@ __all__ = [
     "resolve_examples",
     "run_provenance",
     "sampling_for",
+    "target_fields",
     "validate_env",
     "validate_mix",
 ]

@@ -121,11 +121,8 @@ class RunConfig:
 
     @classmethod
     def of(cls, env: EnvSpec | MixSpec, **options: Any) -> RunConfig:
-        """A run of ``env``, typed: one env (its spec and constructor kwargs) or a mixture (its
-        members; the stored ``env`` then only labels the run, :attr:`MixSpec.label`)."""
-        if isinstance(env, MixSpec):
-            return cls(env=env.label, mix=env, **options)
-        return cls(env=env.spec, env_kwargs=dict(env.kwargs), **options)
+        """A run of ``env``, typed: one env or a mixture (:func:`target_fields`)."""
+        return cls(**target_fields(env), **options)
 
     @property
     def target(self) -> EnvSpec | MixSpec:
@@ -213,6 +210,14 @@ def _base_urls(value: str | Sequence[str]) -> tuple[tuple[str, ...], BasicAuth |
                 f"base_url lists {', '.join(map(redact_url, twice))} more than once; give each replica once"
             )
     return urls, found.pop()
+
+
+def target_fields(env: EnvSpec | MixSpec) -> dict[str, Any]:
+    """The stored fields of a config (:class:`RunConfig`, the trainer's) that say what it runs: one
+    env's spec and constructor kwargs, or a mixture and ``env`` as its label (:attr:`MixSpec.label`)."""
+    if isinstance(env, MixSpec):
+        return {"env": env.label, "mix": env}
+    return {"env": env.spec, "env_kwargs": dict(env.kwargs)}
 
 
 def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 from benchmax.errors import BenchmaxError
 from benchmax.loading import EnvSpec
 from benchmax.mix import MixSpec
+from benchmax.runner import target_fields
 from benchmax.telemetry import TelemetrySettings
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import EvalSummary
@@ -125,11 +126,8 @@ class TrainConfig:
 
     @classmethod
     def of(cls, env: EnvSpec | MixSpec, **options: Any) -> TrainConfig:
-        """A training run of ``env``, typed: one env (its spec and constructor kwargs) or a mixture (its
-        members; the stored ``env`` then only labels the run, :attr:`MixSpec.label`)."""
-        if isinstance(env, MixSpec):
-            return cls(env=env.label, mix=env, **options)
-        return cls(env=env.spec, env_kwargs=dict(env.kwargs), **options)
+        """A training run of ``env``, typed: one env or a mixture (:func:`target_fields`)."""
+        return cls(**target_fields(env), **options)
 
     @property
     def target(self) -> EnvSpec | MixSpec:
