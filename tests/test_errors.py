@@ -13,9 +13,7 @@ import benchmax.errors
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "benchmax"
 _BUILTIN = {
-    name
-    for name, value in vars(builtins).items()
-    if isinstance(value, type) and issubclass(value, BaseException)
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
 }
 _LINE = re.compile(r"^(?P<lead>[│├└─ ]*)(?P<name>\w+)(?: \((?P<also>[\w, ]+)\))?\s+(?P<home>benchmax\.\w+)$")
 

@@ -220,4 +220,3 @@ def test_route_hands_a_group_to_the_env_its_examples_name_and_unroute_takes_its_
     assert mix.unroute(outcome, requests).example_id == "down/q1"
     with pytest.raises(MixError, match=r"example 'up/q1' of env 'down' has no 'down/' prefix"):
         mix.route([RolloutRequest("r", Example("up/q1", {}, env="down"), "m", "http://x")])
-

@@ -88,4 +88,3 @@ async def test_a_group_claimed_by_the_run_loop_is_not_counted_again_by_its_execu
     second.release()
     second.release()  # only the first release counts
     assert slots.used == 0
-

@@ -65,8 +65,6 @@ class _Attempt:
         return self.scoring_error is None
 
 
-
-
 class _PausedDeadline:
     """The rollout's deadline stops while its requests wait for a down endpoint, then goes on."""
 

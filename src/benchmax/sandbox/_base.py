@@ -142,4 +142,3 @@ class SandboxProvider(ABC):
 
     async def aclose(self) -> None:
         """Release provider-wide resources (clients, pools). Sandboxes are stopped by their owners."""
-
