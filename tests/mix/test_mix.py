@@ -200,3 +200,23 @@ def test_the_spec_round_trips_through_json(tmp_path):
         seed=7,
     )
     assert MixSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+
+
+def test_route_hands_a_group_to_the_env_its_examples_name_and_unroute_takes_its_outcomes_back():
+    from benchmax.envs import RolloutOutcome
+
+    mix = EnvMix([MixMember("up", _Flaky(None)), MixMember("down", _Flaky(None))])
+    example = Example("down/q1", {"x": 1}, env="down")
+    requests = [RolloutRequest(f"eval/down/q1#{sample}", example, "m", "http://x") for sample in range(2)]
+
+    member, routed = mix.route(requests)
+
+    assert member.name == "down"  # the typed field names the env, not the id's prefix
+    assert [(request.rollout_id, request.example.id, request.example.env) for request in routed] == [
+        ("eval/down/q1#0", "q1", None),
+        ("eval/down/q1#1", "q1", None),
+    ]
+    outcome = RolloutOutcome(rewards={}, termination_reason="finished", rollout_id="eval/down/q1#0", example_id="q1")
+    assert mix.unroute(outcome, requests).example_id == "down/q1"
+    with pytest.raises(MixError, match=r"example 'up/q1' of env 'down' has no 'down/' prefix"):
+        mix.route([RolloutRequest("r", Example("up/q1", {}, env="down"), "m", "http://x")])

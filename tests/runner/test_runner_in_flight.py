@@ -7,13 +7,14 @@ one request at a time to each, so requests in flight bound rollouts in flight fr
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from runkit import row, write_split
 
 from benchmax import open_run
-from benchmax.runner import RunConfig, arescore, arun
+from benchmax.runner import RolloutSlots, RunConfig, arescore, arun
 from benchmax.testing import ScriptedServer
 
 JUDGED_ENV = f"{Path(__file__).resolve().parent / 'support' / 'judged_env.py'}:JudgedEnv"
@@ -65,3 +66,25 @@ async def test_eval_and_rescore_keep_at_most_concurrency_rollouts_in_flight(tmp_
 async def test_rescore_refuses_an_unknown_executor(tmp_path):
     with pytest.raises(ValueError, match="local or ray"):
         await arescore(tmp_path / "run", executor="dask")
+
+
+async def test_a_group_claimed_by_the_run_loop_is_not_counted_again_by_its_executor():
+    """One limit: the run loop claims a group's slots before starting it, and the executor's own
+    hold inside that claim takes nothing more (counted twice, a group as large as the limit would
+    wait for itself forever); the slots come back when the group ends, and only then does the next
+    group's claim go through."""
+    slots = RolloutSlots(GROUP_SIZE)
+    claim = await slots.claim(GROUP_SIZE)
+    waiting = asyncio.ensure_future(slots.claim(GROUP_SIZE))
+
+    async def group() -> int:
+        async with claim, slots.hold(GROUP_SIZE):  # the executor's hold, as LocalExecutor.run_group takes it
+            await asyncio.sleep(0)
+            return slots.used
+
+    assert await asyncio.wait_for(group(), timeout=30) == GROUP_SIZE
+    second = await asyncio.wait_for(waiting, timeout=30)
+    assert slots.used == GROUP_SIZE
+    second.release()
+    second.release()  # only the first release counts
+    assert slots.used == 0

@@ -15,6 +15,7 @@ from mixenvs import write_env
 
 from benchmax import open_run
 from benchmax.envs import RolloutRequest
+from benchmax.loading import EnvSpec
 from benchmax.mix import EnvMix, MemberSpec, MixSpec
 from benchmax.runner import LocalExecutor, RunConfig, arun
 
@@ -139,3 +140,12 @@ async def test_the_provenance_records_each_envs_code_and_data_and_a_resume_names
         changes = run.run_meta.provenance_resumes[-1].changes
     assert [change.split(":")[0] for change in changes] == ["env 'b'", "env 'c'"], changes
     assert changes[0].startswith("env 'b': env code differs") and changes[1].startswith("env 'c': data differs")
+
+
+def test_a_run_config_is_made_of_one_typed_env_or_mixture_and_gives_it_back():
+    one = RunConfig.of(EnvSpec("pkg.env:Env", {"k": 1}))
+    assert (one.env, dict(one.env_kwargs), one.mix) == ("pkg.env:Env", {"k": 1}, None)
+    assert one.target == EnvSpec("pkg.env:Env", {"k": 1})
+    mixture = MixSpec((MemberSpec("a", "./a"), MemberSpec("b", "./b")))
+    mixed = RunConfig.of(mixture)
+    assert (mixed.env, mixed.mix, mixed.target) == ("a+b", mixture, mixture)

@@ -290,3 +290,40 @@ async def test_diff_compares_each_env_of_two_suites(suite_run, tmp_path, server)
     assert (code.env, code.pass_delta, code.component("tests_passed")) == ("code", 0.5, (0.5, 1.0))
     assert (math.env, math.pass_delta, math.component("exact")) == ("math", 0.0, (0.5, 0.5))
     assert code.component("exact") == (None, None) and code.component_names == ("tests_passed",)
+
+
+# -- stored groups read whole (what rescore reads) ------------------------------------------------
+
+
+def test_stored_groups_come_whole_with_their_example_env_and_rollouts_in_sample_order(tmp_path):
+    writer = RunWriter.create(tmp_path / "run", {"started_at": 0.0, "config": {"env": "pkg.env:Mixed"}})
+    writer.sync_examples(
+        "eval", [Example("m/a", {"q": 1}, env="math"), Example("c/a", {"q": 2}, env="code")], resume=False
+    )
+    outcomes = (_outcome("m/a", 1, {"exact": 1.0}), _outcome("m/a", 0, {"exact": 0.0}))
+    writer.write_group(GroupWrite("eval/m/a", "m/a", 0, 0, outcomes, (1, 0)))
+    _write(writer, 1, "c/a", [{"tests_passed": 1.0}])
+    writer.write_group(GroupWrite("eval/unstored", "unstored", 2, 0, (_outcome("unstored", 0, {"x": 1.0}),), (0,)))
+    writer.close()
+
+    with open_run(tmp_path / "run") as run:
+        ranges = run.group_ranges(2)
+        groups = [group for first, last in ranges for group in run.stored_groups(first, last)]
+
+    assert ranges == [(0, 2), (3, 3)]
+    assert [(group.group.group_id, group.group.env) for group in groups] == [
+        ("eval/m/a", "math"),
+        ("eval/c/a", "code"),
+        ("eval/unstored", "pkg.env:Mixed"),  # no example of its own: the run's env names it
+    ]
+    assert [(group.example.id, group.example.payload, group.example.env) for group in groups[:2]] == [
+        ("m/a", {"q": 1}, "math"),
+        ("c/a", {"q": 2}, "code"),
+    ]
+    assert groups[2].example is None
+    first = groups[0]
+    assert [record.sample_index for record in first.rollouts] == [0, 1]
+    assert [record.rollout_id for record in first.rollouts] == ["eval/m/a#0", "eval/m/a#1"]
+    assert first.seqs == (1, 0)  # stored in the order they came, read in sample order
+    assert [record.rewards for record in first.rollouts] == [{"exact": 0.0}, {"exact": 1.0}]
+    assert {record.env for group in groups[:2] for record in group.rollouts} == {"math", "code"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
-from benchmax.train._progress import CURVE, METRICS, _RunLogCallback
+from benchmax.train._progress import CURVE, METRICS, RunLogCallback
 
 
 def _state(step: int, max_steps: int) -> TrainerState:
@@ -22,7 +22,7 @@ def test_a_save_mid_run_draws_the_curve_and_the_save_as_training_stops_leaves_it
     """The save at the end is followed by ``run``'s own plots, so the curve is not drawn twice
     in the training loop; a save mid-run (a run that is killed later keeps it) draws it."""
     args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none", use_cpu=True)
-    callback = _RunLogCallback(tmp_path, "title")
+    callback = RunLogCallback(tmp_path, "title")
 
     callback.on_save(args, _state(2, 4), TrainerControl())
     assert (tmp_path / CURVE).stat().st_size > 1000

@@ -69,10 +69,6 @@ def validate_command(
     does not even import among them); 2 the command line is wrong (ENV names no file,
     module or installed env; an unknown option, a bad --env-arg or --auth).
     """
-    checks = {
-        "max_examples": max_examples, "base_url": base_url, "model": model, "api_key_env": api_key_env,
-        "call_tools": call_tools,
-    }  # fmt: skip
     mix = mix_spec(
         envs or [], mix_env, env_args=env_options.env_arg, max_examples=None, env_max_examples=[], seed=None,
         data_dirs=env_options.data_dirs,
@@ -83,10 +79,20 @@ def validate_command(
         if mix is None:
             assert envs is not None
             spec = EnvSpec(envs[0], env_options.kwargs())
-            report = asyncio.run(validate_env(spec, data_dir=env_options.data_dir, **checks))  # type: ignore[arg-type]
+            report = asyncio.run(
+                validate_env(
+                    spec, data_dir=env_options.data_dir, max_examples=max_examples, base_url=base_url, model=model,
+                    api_key_env=api_key_env, call_tools=call_tools,
+                )
+            )  # fmt: skip
             members = (MemberReport(spec.spec, spec.spec, report),)
         else:
-            members = asyncio.run(validate_mix(mix, **checks))  # type: ignore[arg-type]
+            members = asyncio.run(
+                validate_mix(
+                    mix, max_examples=max_examples, base_url=base_url, model=model, api_key_env=api_key_env,
+                    call_tools=call_tools,
+                )
+            )  # fmt: skip
     for member in members:
         if mix is not None:
             header = f"[bold]env {escape(member.name)}[/] ({escape(member.spec)})"

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from benchmax.auth import ModelAuth, bind_model_auth, redact_url
-from benchmax.cli._mix import MixOptions, mix_label, mix_spec
+from benchmax.cli._mix import MixOptions, mix_spec, run_target
 from benchmax.cli._options import (
     ENV_HELP,
     CacheOptions,
@@ -36,6 +36,7 @@ from benchmax.cli._options import (
 from benchmax.cli._output import command_line, error_line
 from benchmax.errors import BenchmaxError
 from benchmax.runner import (
+    DEFAULT_CONCURRENCY,
     EMBEDDED,
     EndpointError,
     RunConfig,
@@ -104,22 +105,20 @@ def eval_command(
                 seed=sampling.seed,
                 data_dirs=env_options.data_dirs,
             )
-            if mix is None and env is None:
-                raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+            target = run_target(env, mix, env_options)
             if run.batch_size is not None and run.batch_size % run.group_size:
                 raise typer.BadParameter(
                     f"{run.batch_size} is not a multiple of --group-size {run.group_size}: "
                     "groups are never split across batches",
                     param_hint="--batch-size",
                 )
-            config = RunConfig(
-                env=env if mix is None else mix_label(mix),  # type: ignore[arg-type]
-                env_kwargs=env_options.kwargs() if mix is None else {},
+            config = RunConfig.of(
+                target,
                 data_dir=env_options.data_dir if mix is None else None,  # a mixture's are its envs'
                 split=run.split,
                 max_examples=run.max_examples if mix is None else None,  # a mixture caps each env
                 group_size=run.group_size,
-                concurrency=run.concurrency if run.concurrency is not None else 64,
+                concurrency=run.concurrency if run.concurrency is not None else DEFAULT_CONCURRENCY,
                 batch_size=run.batch_size,
                 model=endpoint.model,
                 check_model=endpoint.model_check,
@@ -136,7 +135,6 @@ def eval_command(
                 cache=chosen_cache,
                 prices=str(costs.prices) if costs.prices is not None else None,
                 max_cost=costs.max_cost,
-                mix=mix,
             ).with_run_dir()
     except ValueError as exc:  # RunConfig's checks (replicas, credentials): the message names the option
         raise typer.BadParameter(str(exc)) from None

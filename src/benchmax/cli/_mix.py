@@ -23,7 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
-from benchmax.cli._options import option_group, parse_env_args
+from benchmax.cli._options import EnvOptions, option_group, parse_env_args
+from benchmax.loading import EnvSpec
 from benchmax.mix import MemberSpec, MixError, MixSpec
 from benchmax.runner import env_name
 
@@ -164,6 +165,11 @@ def _data_dirs(values: Sequence[str], names: Sequence[str]) -> dict[str, Path]:
     return places
 
 
-def mix_label(spec: MixSpec) -> str:
-    """What names a mixture run where a run of one env shows its spec."""
-    return "+".join(member.name for member in spec.members)
+def run_target(env: str | None, mix: MixSpec | None, env_options: EnvOptions) -> EnvSpec | MixSpec:
+    """What a command runs, typed: the mixture its options name, else ENV built with its
+    ``--env-arg`` kwargs; neither is a usage error."""
+    if mix is not None:
+        return mix
+    if env is not None:
+        return EnvSpec(env, env_options.kwargs())
+    raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")

@@ -18,7 +18,7 @@ from benchmax.auth import AUTH_FLAG_FORM, EnvironmentKeyAuth, ModelAuthError, pa
 from benchmax.client import DEFAULT_MAX_BYTES, PRICES_ENV, CacheSettings
 from benchmax.engine import EngineConfig
 from benchmax.envs import SamplingParams
-from benchmax.runner import DEFAULT_MAX_FAILURE_RATE
+from benchmax.runner import DEFAULT_CONCURRENCY, DEFAULT_MAX_FAILURE_RATE
 from benchmax.telemetry import TelemetryError, TelemetrySettings
 
 G = TypeVar("G")
@@ -204,7 +204,9 @@ class RunOptions:
     group_size: Annotated[int, typer.Option(min=1, help="Rollouts per example (siblings).")] = 1
     concurrency: Annotated[
         int | None,
-        typer.Option(min=1, help="Rollouts in flight at once \\[default: 64; on --resume: the stored value]."),
+        typer.Option(
+            min=1, help=f"Rollouts in flight at once \\[default: {DEFAULT_CONCURRENCY}; on --resume: the stored value]."
+        ),
     ] = None
     batch_size: Annotated[
         int | None,

@@ -17,7 +17,7 @@ from benchmax.auth import bind_model_auth
 from benchmax.cli._options import AuthBindings, TelemetryOptions, cache_settings, parse_auth, with_option_groups
 from benchmax.cli._output import command_line, error_line, fit_table, plural
 from benchmax.errors import BenchmaxError
-from benchmax.runner import arescore
+from benchmax.runner import DEFAULT_CONCURRENCY, arescore
 from benchmax.store import FORMATS, HEADLINE, Delta, Run, RunDiff, diff_runs, export_run, provenance_changes
 
 console = Console()
@@ -79,7 +79,7 @@ def rescore_command(
     concurrency: Annotated[
         int,
         typer.Option(min=1, help="Rollouts scored at once in all, as for eval (bounds a judge's calls in flight)."),
-    ] = 64,
+    ] = DEFAULT_CONCURRENCY,
     executor: Annotated[Literal["local", "ray"], typer.Option(help="Where groups are scored.")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="auto or ray://host:port (with --executor ray).")] = None,
     cache: Annotated[

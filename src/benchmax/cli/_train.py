@@ -9,158 +9,40 @@ from typing import Annotated, Any
 import typer
 
 from benchmax.auth import bind_model_auth
-from benchmax.cli._mix import MixOptions, mix_label, mix_spec
-from benchmax.cli._options import EnvOptions, OptionalEnvArgument, TelemetryOptions, parse_env_args, with_option_groups
+from benchmax.cli._mix import MixOptions, mix_spec, run_target
+from benchmax.cli._options import EnvOptions, OptionalEnvArgument, TelemetryOptions, with_option_groups
+from benchmax.cli._train_options import (
+    GrpoOptions,
+    HeldOutOptions,
+    PolicyOptions,
+    RolloutSamplingOptions,
+    TrainRunOptions,
+    VllmOptions,
+)
 from benchmax.errors import BenchmaxError
 from benchmax.mix import MixSpec
-
-
-def _parse_weights(values: list[str]) -> dict[str, float]:
-    weights: dict[str, float] = {}
-    for item in values:
-        name, sep, raw = item.partition("=")
-        try:
-            weights[name] = float(raw)
-        except ValueError:
-            sep = ""
-        if not sep or not name:
-            raise typer.BadParameter(f"{item!r}: use COMPONENT=WEIGHT, e.g. correct=1.0", param_hint="--weight")
-    return weights
+from benchmax.telemetry import TelemetrySettings
 
 
 @with_option_groups
 def train_command(
     env: OptionalEnvArgument = None,
     mixture: MixOptions = MixOptions(),
-    model: Annotated[
-        str, typer.Option(rich_help_panel="Model", help="'embedded' (SmolLM2-135M), a transformers dir or a .gguf.")
-    ] = "embedded",
+    policy: PolicyOptions = PolicyOptions(),
     env_options: EnvOptions = EnvOptions(),
     max_examples: Annotated[
         int | None, typer.Option(rich_help_panel="Env", help="Train on at most N examples.")
     ] = None,
-    run_dir: Annotated[
-        Path | None, typer.Option(rich_help_panel="Run", help="Where to keep the run (default: runs/train-NAME-TIME).")
-    ] = None,
-    resume: Annotated[
-        Path | None, typer.Option(rich_help_panel="Run", help="Continue this run dir from its last checkpoint.")
-    ] = None,
-    group_size: Annotated[int, typer.Option(rich_help_panel="GRPO", help="Rollouts per example (GRPO group).")] = 4,
-    prompts_per_step: Annotated[int, typer.Option(rich_help_panel="GRPO", help="Examples per optimisation step.")] = 4,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            min=1, rich_help_panel="Run", help="Rollouts in flight at once, as for eval [default: all of a step's]."
-        ),
-    ] = None,
-    max_steps: Annotated[int, typer.Option(rich_help_panel="Run", help="Optimisation steps.")] = 50,
-    max_minutes: Annotated[
-        float | None, typer.Option(rich_help_panel="Run", help="Stop after this wall time (checkpointed).")
-    ] = None,
-    learning_rate: Annotated[float, typer.Option(rich_help_panel="GRPO", help="The optimizer's learning rate.")] = 5e-6,
-    temperature: Annotated[
-        float, typer.Option(rich_help_panel="Sampling", help="Sampling temperature of the rollouts trained on.")
-    ] = 1.0,
-    top_p: Annotated[
-        float,
-        typer.Option(rich_help_panel="Sampling", help="Nucleus sampling: sample from the top tokens of this mass."),
-    ] = 1.0,
-    max_tokens: Annotated[int, typer.Option(rich_help_panel="Sampling", help="Tokens per model turn.")] = 64,
-    weight: Annotated[
-        list[str],
-        typer.Option(
-            "--weight", rich_help_panel="GRPO", metavar="NAME=W", help="Component weight NAME=W (repeatable)."
-        ),
-    ] = [],  # noqa: B006
-    drop_unscorable: Annotated[
-        bool,
-        typer.Option(
-            rich_help_panel="GRPO", help="Leave operational failures out of group statistics instead of scoring them 0."
-        ),
-    ] = False,
-    credit: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="GRPO",
-            metavar="outcome|per-turn",
-            help="Advantages from the outcome per rollout, or per model turn (turn rewards + discounted later ones "
-            "+ outcome; docs/env-turns.md).",
-        ),
-    ] = "outcome",
-    turn_discount: Annotated[
-        float, typer.Option(rich_help_panel="GRPO", help="Discount of later turn rewards with --credit per-turn.")
-    ] = 1.0,
-    beta: Annotated[float, typer.Option(rich_help_panel="GRPO", help="KL coefficient (0: no reference model).")] = 0.0,
-    save_steps: Annotated[int, typer.Option(rich_help_panel="Run", help="Checkpoint every N steps.")] = 10,
-    seed: Annotated[
-        int, typer.Option(rich_help_panel="Run", help="Seed of sampling, data order and initialisation.")
-    ] = 0,
-    threads: Annotated[int | None, typer.Option(rich_help_panel="Run", help="torch CPU threads.")] = None,
-    trl_arg: Annotated[
-        list[str],
-        typer.Option(
-            "--trl-arg", rich_help_panel="GRPO", metavar="KEY=VALUE", help="Extra GRPOConfig key=value (JSON)."
-        ),
-    ] = [],  # noqa: B006
-    vllm: Annotated[
-        str | None,
-        typer.Option(
-            rich_help_panel="vLLM",
-            help="Generate with TRL's vLLM: 'colocate' (in the trainer) or 'server' (needs --vllm-url).",
-        ),
-    ] = None,
-    vllm_url: Annotated[
-        str | None, typer.Option(rich_help_panel="vLLM", help="A running `vllm serve` for --vllm server.")
-    ] = None,
-    vllm_arg: Annotated[
-        list[str],
-        typer.Option(
-            "--vllm-arg",
-            rich_help_panel="vLLM",
-            metavar="KEY=VALUE",
-            help="Extra vLLM sampling key=value (JSON), e.g. repetition_penalty=1.1.",
-        ),
-    ] = [],  # noqa: B006
+    run: TrainRunOptions = TrainRunOptions(),
+    grpo: GrpoOptions = GrpoOptions(),
+    sampling: RolloutSamplingOptions = RolloutSamplingOptions(),
+    vllm: VllmOptions = VllmOptions(),
     cache: Annotated[str | None, typer.Option(hidden=True, help="Refused: training never caches replies.")] = None,
-    async_steps: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="GRPO",
-            help="Generate up to K steps ahead of training (0: synchronous); IS-corrected. "
-            "Default: 1, or 0 with --trl-arg num_iterations>1.",
-        ),
-    ] = None,
-    dead_groups: Annotated[
-        str,
-        typer.Option(
-            rich_help_panel="GRPO",
-            help="'drop': don't train on groups whose siblings all score the same; refill the step.",
-        ),
-    ] = "drop",
-    max_refill: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel="GRPO", help="Extra groups a step may draw to replace dead ones (default 2 x prompts)."
-        ),
-    ] = None,
-    train_layers: Annotated[
-        int | None,
-        typer.Option(rich_help_panel="GRPO", help="Train only the top N decoder layers (default: every weight)."),
-    ] = None,
-    eval_group_size: Annotated[
-        int,
-        typer.Option(
-            rich_help_panel="Held-out eval",
-            help="Evaluate the eval split before and after training, N rollouts per example (0: no).",
-        ),
-    ] = 0,
-    eval_examples: Annotated[
-        int | None, typer.Option(rich_help_panel="Held-out eval", help="Evaluate at most N eval examples.")
-    ] = None,
+    held_out: HeldOutOptions = HeldOutOptions(),
     telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Train a policy with GRPO on ENV (or a mixture: --env A=0.5 --env B=0.5); rollouts go to the run store."""
-    mix = _train_mix(env, mixture.mix_env, env_options, max_examples, mixture.env_max_examples, seed, resume)
+    mix = _train_mix(env, mixture.mix_env, env_options, max_examples, mixture.env_max_examples, run.seed, run.resume)
     if cache is not None:
         raise typer.BadParameter(
             "benchmax train never answers from a response cache: each step must sample the policy as it is now, "
@@ -168,88 +50,105 @@ def train_command(
             param_hint="--cache",
         )
     try:
-        from benchmax.train import TrainConfig, eval_table, train
+        from benchmax.train import TrainConfig, train
     except ImportError as exc:
         raise typer.BadParameter(
             f"training needs the train extra ({exc.name or exc} is missing): pip install 'benchmax[train]'"
         ) from None
-    from benchmax.store import Run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "matplotlib", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     traces = telemetry.settings()
-    overrides: dict[str, Any] = {}
-    resumed: TrainConfig | None = None
-    if resume is not None:
-        try:
-            with Run(resume) as stored:
-                meta = stored.run_meta.train
-        except FileNotFoundError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--resume") from None
-        if meta is None:
-            raise typer.BadParameter(f"{resume} holds no training run", param_hint="--resume")
-        try:
-            resumed = TrainConfig.from_meta(
-                meta, run_dir=resume, resume=True, max_steps=max_steps, max_minutes=max_minutes, telemetry=traces
-            )
-        except (BenchmaxError, TypeError, ValueError) as exc:
-            typer.echo(f"error: {resume}: {exc}", err=True)
-            raise typer.Exit(2) from None
-        if env is not None and env != resumed.env:
-            raise typer.BadParameter(f"{resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
-        env = resumed.env if resumed.mix is None else None  # a mixture is loaded from its stored members
-    elif env is None and mix is None:
-        raise typer.BadParameter("give ENV (or --resume RUN_DIR)", param_hint="ENV")
+    if run.resume is not None:
+        config = _resumed_config(TrainConfig, run, env, traces)
+        env = config.env if config.mix is None else None  # a mixture is loaded from its stored members
     else:
-        overrides = {
-            "model": model,
-            "env_kwargs": env_options.kwargs() if mix is None else {},
-            "data_dir": env_options.data_dir if mix is None else None,  # a mixture's are its envs'
-            "max_examples": max_examples if mix is None else None,  # a mixture caps each env
-            "group_size": group_size,
-            "prompts_per_step": prompts_per_step,
-            "concurrency": concurrency,
-            "learning_rate": learning_rate,
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "weights": _parse_weights(weight),
-            "drop_unscorable": drop_unscorable,
-            "credit": credit.replace("-", "_"),
-            "turn_discount": turn_discount,
-            "beta": beta,
-            "save_steps": save_steps,
-            "seed": seed,
-            "threads": threads,
-            "trl_args": parse_env_args(trl_arg),
-            "vllm": vllm,
-            "vllm_url": vllm_url,
-            "vllm_sampling": parse_env_args(vllm_arg),
-            "async_steps": async_steps,
-            "dead_groups": dead_groups,
-            "max_refill": max_refill,
-            "train_layers": train_layers,
-            "eval_group_size": eval_group_size,
-            "eval_examples": eval_examples,
-            "telemetry": traces,
-        }
+        target = run_target(env, mix, env_options)
+        one = mix is None
+        try:
+            config = TrainConfig.of(
+                target,
+                model=policy.model,
+                data_dir=env_options.data_dir if one else None,  # a mixture's are its envs'
+                max_examples=max_examples if one else None,  # a mixture caps each env
+                run_dir=run.run_dir,
+                resume=False,
+                max_steps=run.max_steps,
+                max_minutes=run.max_minutes,
+                concurrency=run.concurrency,
+                save_steps=run.save_steps,
+                seed=run.seed,
+                threads=run.threads,
+                group_size=grpo.group_size,
+                prompts_per_step=grpo.prompts_per_step,
+                learning_rate=grpo.learning_rate,
+                weights=grpo.weights(),
+                drop_unscorable=grpo.drop_unscorable,
+                credit=grpo.credit.replace("-", "_"),
+                turn_discount=grpo.turn_discount,
+                beta=grpo.beta,
+                trl_args=grpo.trl_args(),
+                async_steps=grpo.async_steps,
+                dead_groups=grpo.dead_groups,
+                max_refill=grpo.max_refill,
+                train_layers=grpo.train_layers,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens,
+                vllm=vllm.vllm,
+                vllm_url=vllm.vllm_url,
+                vllm_sampling=vllm.sampling(),
+                eval_group_size=held_out.eval_group_size,
+                eval_examples=held_out.eval_examples,
+                telemetry=traces,
+            )
+        except BenchmaxError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
     try:
-        config = resumed or TrainConfig(
-            env=env if mix is None else mix_label(mix),  # type: ignore[arg-type]
-            run_dir=run_dir,
-            resume=False,
-            max_steps=max_steps,
-            max_minutes=max_minutes,
-            mix=mix,
-            **overrides,
-        )
         with bind_model_auth(env_options.providers()):
             # a mixture (config.mix) is loaded, trained on and closed by the trainer
             result = train(env or "", config=config, reporter=StepTable())
     except (BenchmaxError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    _print_result(result)
+
+
+def _resumed_config(config_type: Any, run: TrainRunOptions, env: str | None, traces: TelemetrySettings) -> Any:
+    """The stored config of the run ``--resume`` names, with this session's steps, time and traces."""
+    from benchmax.store import Run
+
+    assert run.resume is not None
+    try:
+        with Run(run.resume) as stored:
+            meta = stored.run_meta.train
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from None
+    if meta is None:
+        raise typer.BadParameter(f"{run.resume} holds no training run", param_hint="--resume")
+    try:
+        resumed = config_type.from_meta(
+            meta,
+            run_dir=run.resume,
+            resume=True,
+            max_steps=run.max_steps,
+            max_minutes=run.max_minutes,
+            telemetry=traces,
+        )
+    except (BenchmaxError, TypeError, ValueError) as exc:
+        typer.echo(f"error: {run.resume}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if env is not None and env != resumed.env:
+        raise typer.BadParameter(f"{run.resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
+    return resumed
+
+
+def _print_result(result: Any) -> None:
+    """The run's reward change, its held-out eval before and after, and where its files are."""
+    from benchmax.train import eval_table
+
     points = result.rewards()
     if points:
         first, last = points[0], points[-1]

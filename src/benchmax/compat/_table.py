@@ -87,6 +87,7 @@ MODULES: dict[str, OldModule] = {
     ),
     "benchmax.envs.base.dataset": OldModule(
         public=("JsonRow", "JsonlDataset", "resolve_dataset_path"),
+        names={"JsonRow": "benchmax.envs", "JsonlDataset": "benchmax.envs", "resolve_dataset_path": "benchmax.envs"},
     ),
     "benchmax.envs.base.env": OldModule(
         public=("BaseEnv", "BaseRollout"),
@@ -217,6 +218,16 @@ MODULES: dict[str, OldModule] = {
             "RolloutRequest",
             "ValidationDiagnostic",
         ),
+        names={
+            "DatasetSplit": "benchmax.envs",
+            "Example": "benchmax.envs",
+            "RewardMap": "benchmax.envs",
+            "RolloutAttempt": "benchmax.envs",
+            "RolloutFailure": "benchmax.envs",
+            "RolloutOutcome": "benchmax.envs",
+            "RolloutRequest": "benchmax.envs",
+            "ValidationDiagnostic": "benchmax.envs",
+        },
     ),
     "benchmax.rag": OldModule(
         public=("DEFAULT_EMBED_MODEL", "OpenAIEmbedder", "RagEnv", "SearchClient", "SearchResult"),

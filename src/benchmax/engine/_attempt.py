@@ -7,7 +7,6 @@ ended, its rewards) and turns into a frozen ``RolloutOutcome`` once its group is
 from __future__ import annotations
 
 import asyncio
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +63,6 @@ class _Attempt:
     def scorable(self) -> bool:
         """Still on its way to a score: no scoring hook has failed for it."""
         return self.scoring_error is None
-
-
-_CURRENT_ATTEMPT: ContextVar[_Attempt | None] = ContextVar("benchmax_current_attempt", default=None)
 
 
 class _PausedDeadline:

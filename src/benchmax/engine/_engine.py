@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from benchmax.client import ClientPool, ModelError, scoped_client
-from benchmax.engine._attempt import _CURRENT_ATTEMPT, _Attempt, _PausedDeadline, _turn_record
+from benchmax.engine._attempt import _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
 from benchmax.engine._env_turns import EnvTurn, env_turn, with_answer
 from benchmax.engine._logs import LogSink
@@ -176,8 +176,9 @@ class Engine:
         engine runs that rollout, it records into the same attempt; called on its
         own, it runs the rollout by itself.
         """
-        current = _CURRENT_ATTEMPT.get()
-        if current is not None and current.request.rollout_id == request.rollout_id and not current.ran_standard:
+        current = current_scope().attempt
+        ours = isinstance(current, _Attempt) and current.request.rollout_id == request.rollout_id
+        if ours and not current.ran_standard:
             await self._standard(current)
             return self._view(current)
         attempt = await self._attempt(request, self._standard)
@@ -219,9 +220,10 @@ class Engine:
         if traced is not None:
             attempt.span = traced[0]
             attempt.trace_id = trace_id(traced[0])
-        attempt_token = _CURRENT_ATTEMPT.set(attempt)
         hold = _PausedDeadline() if self.config.rollout_timeout is not None else None
-        rollout = replace(current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self, trace=attempt.span)
+        rollout = replace(
+            current_scope(), rollout_id=request.rollout_id, hold=hold, engine=self, attempt=attempt, trace=attempt.span
+        )
         with enter_scope(rollout), capture_logs(attempt.sink):
             try:
                 async with asyncio.timeout(self.config.rollout_timeout) as deadline:
@@ -249,7 +251,6 @@ class Engine:
             except Exception as exc:
                 self._hook_failed(attempt, exc)
             finally:
-                _CURRENT_ATTEMPT.reset(attempt_token)
                 if traced is not None:
                     leave_rollout(traced[1])
             attempt.ended_at = time.time()

@@ -24,7 +24,28 @@ from benchmax.envs._messages import (
     tool_message,
     truncate_text,
 )
-from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage, turn_rewards_total
+from benchmax.envs._records import (
+    MAX_REWARD_COMPONENTS,
+    MAX_REWARD_NAME_CHARS,
+    SPLITS,
+    DatasetSplit,
+    Example,
+    JsonRow,
+    LogEntry,
+    Message,
+    Messages,
+    RewardMap,
+    RolloutAttempt,
+    RolloutFailure,
+    RolloutOutcome,
+    RolloutRequest,
+    SamplingParams,
+    Tool,
+    TurnRecord,
+    Usage,
+    ValidationDiagnostic,
+    turn_rewards_total,
+)
 from benchmax.envs._response import ENV_RESPONSE_ROLES, EnvResponse
 from benchmax.envs._runtime import register_engine
 from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
@@ -35,23 +56,13 @@ from benchmax.envs._termination import (
     is_scored,
     settle_termination_reason,
 )
-from benchmax.envs._types import (
-    MAX_REWARD_COMPONENTS,
-    MAX_REWARD_NAME_CHARS,
-    SPLITS,
-    DatasetSplit,
-    JsonRow,
-    Message,
-    Messages,
-    RewardMap,
-    Tool,
-)
 from benchmax.envs.base import BaseEnv, BaseRollout, JsonlDataset, resolve_dataset_path
-from benchmax.envs.base.dataset import collect_dataset_problems, collecting_dataset_problems
 from benchmax.envs.base.env import check_env_definition, hook_source, implements, replay_only, shown_path
 from benchmax.envs.dataset import (
     Dataset,
     ListDataset,
+    collect_dataset_problems,
+    collecting_dataset_problems,
     collector_paused,
     resolve_under,
     to_example,
@@ -59,14 +70,6 @@ from benchmax.envs.dataset import (
 )
 from benchmax.envs.environment import Environment, check_group
 from benchmax.envs.identity import canonical_example_id
-from benchmax.envs.shared_types import (
-    Example,
-    RolloutAttempt,
-    RolloutFailure,
-    RolloutOutcome,
-    RolloutRequest,
-    ValidationDiagnostic,
-)
 
 __all__ = [
     "CHAT_ROLES",

@@ -14,8 +14,7 @@ from typing import Any
 import orjson
 
 from benchmax.envs._errors import DatasetError
-from benchmax.envs._records import TurnRecord
-from benchmax.envs._types import Message
+from benchmax.envs._records import Message, TurnRecord
 
 CHAT_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
 """The roles OpenAI-compatible chat servers know."""

@@ -51,6 +51,9 @@ class RolloutScope:
     """The engine running the rollout: an env's ``run_rollout`` override that calls
     ``super().run_rollout`` runs the standard loop on it (its pool, limits and logs).
     Typed loosely because the contract may not import the engine."""
+    attempt: Any = None
+    """The engine's record of the rollout in progress, which that standard loop records into.
+    Opaque here, like ``engine``: the scope is the one ambient "current rollout"."""
     trace: Any = None
     """The rollout's trace (``benchmax.telemetry``'s root span) while tracing is on: a model
     call made for the rollout from another task (the recording proxy) joins it. Opaque here:

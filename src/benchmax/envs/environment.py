@@ -21,19 +21,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from benchmax.envs._termination import SCORABLE_REASONS, settle_termination_reason
-from benchmax.envs._types import DatasetSplit, RewardMap
-from benchmax.envs.dataset import Dataset
-from benchmax.envs.logging import group_context, rollout_context  # noqa: F401
-
 # 0.2.5 also exposed these names at this path (imported there); code may import them from it.
-from benchmax.envs.shared_types import (
+from benchmax.envs._records import (
+    DatasetSplit,
+    RewardMap,
     RolloutAttempt,
     RolloutFailure,  # noqa: F401
     RolloutOutcome,
     RolloutRequest,
     ValidationDiagnostic,
 )
+from benchmax.envs._termination import SCORABLE_REASONS, settle_termination_reason
+from benchmax.envs.dataset import Dataset
+from benchmax.envs.logging import group_context, rollout_context  # noqa: F401
 
 __all__ = ["Environment", "settle_termination_reason"]
 

@@ -56,12 +56,6 @@ def plain_example_id(value: Any) -> str:
     return hashlib.sha256(orjson.dumps({"v": 1, "value": value}, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def canonical_json(value: Any) -> bytes:
-    """``value`` as canonical JSON bytes (sorted keys); raises ``ValueError`` for non-JSON values."""
-    normalised, _ = _normalise(value)
-    return json.dumps(normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def is_plain_json(value: Any, *, floats: bool = False) -> bool:
     """Whether ``value`` holds only dicts with string keys, lists, strings, safe ints, bools,
     ``None`` and (with ``floats``) finite floats, each of exactly that type: a value that JSON

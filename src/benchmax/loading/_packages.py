@@ -14,7 +14,6 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import traceback
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,13 +119,6 @@ def find_installed(name: str) -> InstalledEnv | None:
             "uninstall all but one (pip uninstall DIST), or name the class as package.module:Class"
         )
     return matches[0] if matches else None
-
-
-def duplicated_names(envs: tuple[InstalledEnv, ...]) -> set[str]:
-    counts: dict[str, int] = defaultdict(int)
-    for env in envs:
-        counts[env.name] += 1
-    return {name for name, count in counts.items() if count > 1}
 
 
 def _module_origin(module: str) -> Path | None:

@@ -160,6 +160,11 @@ class MixSpec:
         object.__setattr__(self, "members", tuple(self.members))
         check_members(self.members)
 
+    @property
+    def label(self) -> str:
+        """What names the mixture where a run of one env shows its spec (``A+B+C``)."""
+        return "+".join(member.name for member in self.members)
+
     def to_json(self) -> dict[str, Any]:
         return {"members": [member.to_json() for member in self.members], "seed": self.seed}
 

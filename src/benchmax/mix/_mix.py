@@ -3,9 +3,11 @@
 Trainers and ``run_group`` callers drive an :class:`EnvMix` like any
 :class:`~benchmax.envs.Environment`. Its examples are the members' own, re-made
 with an id unique across the mixture (``NAME/ID``) and ``env=NAME``; a request is
-handed to the member it names with the member's own example (its id and payload
+handed to the member its ``env`` names with the member's own example (its id and payload
 exactly as a run of that env alone sees them), and the outcomes come back under
-the mixture's example id. Groups never mix envs: a group is one example's.
+the mixture's example id: :meth:`EnvMix.route` and :meth:`EnvMix.unroute`, the one pair
+every caller (the mixture's own hooks, the runner's executor) goes through. Groups never
+mix envs: a group is one example's.
 
 The order of the examples:
 
@@ -124,25 +126,23 @@ class EnvMix(Environment[Any, RolloutAttempt]):
             )
         return found
 
-    def member_example(self, example: Example[Any]) -> tuple[MixMember, Example[Any]]:
-        """The member an example of the mixture belongs to, and the example as that member made it."""
+    def route(self, requests: Sequence[RolloutRequest[Any]]) -> tuple[MixMember, list[RolloutRequest[Any]]]:
+        """A group's member (named by its example's ``env``), and the group's requests as that member
+        receives them: its own example, id and payload as a run of it alone sees them (one member per
+        group: groups never mix envs). :meth:`unroute` takes the member's outcomes back."""
+        check_group(requests)
+        example = requests[0].example
         member = self.member(example.env)
         prefix = member.name + SEPARATOR
         if not example.id.startswith(prefix):
             raise MixError(f"example {example.id!r} of env {member.name!r} has no {prefix!r} prefix to its id")
-        return member, Example(example.id[len(prefix) :], example.payload)
-
-    def member_requests(
-        self, requests: Sequence[RolloutRequest[Any]]
-    ) -> tuple[MixMember, list[RolloutRequest[Any]]]:
-        """A group's requests as its member receives them (one member per group: groups never mix envs)."""
-        check_group(requests)
-        member, example = self.member_example(requests[0].example)
-        return member, [replace(request, example=example) for request in requests]
+        own = Example(example.id[len(prefix) :], example.payload)
+        return member, [replace(request, example=own) for request in requests]
 
     @staticmethod
-    def mixture_outcome(outcome: RolloutOutcome, example_id: str) -> RolloutOutcome:
-        """A member's outcome under the mixture's example id."""
+    def unroute(outcome: RolloutOutcome, requests: Sequence[RolloutRequest[Any]]) -> RolloutOutcome:
+        """A member's outcome of a group :meth:`route` sent it, under the mixture's example id."""
+        example_id = requests[0].example.id
         return replace(outcome, example_id=example_id) if outcome.example_id != example_id else outcome
 
     # The contract.
@@ -221,15 +221,14 @@ class EnvMix(Environment[Any, RolloutAttempt]):
             yield per_member[chosen][orders[chosen].pop()]
 
     async def run_rollout(self, request: RolloutRequest[Any]) -> RolloutAttempt:
-        member, example = self.member_example(request.example)
-        return await member.env.run_rollout(replace(request, example=example))
+        member, (routed,) = self.route([request])
+        return await member.env.run_rollout(routed)
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> Mapping[str, RolloutOutcome]:
         """The group run by its member's own ``run_group`` (its engine, its group rewards)."""
-        member, routed = self.member_requests(requests)
+        member, routed = self.route(requests)
         outcomes = await member.env.run_group(routed)
-        example_id = requests[0].example.id
-        return {key: self.mixture_outcome(outcome, example_id) for key, outcome in outcomes.items()}
+        return {key: self.unroute(outcome, requests) for key, outcome in outcomes.items()}
 
     async def aclose(self) -> None:
         """Close every member; one that fails does not keep the others open (its error is raised after)."""

@@ -146,15 +146,6 @@ def failure_of(error: Mapping[str, Any]) -> tuple[str, str]:
     return TerminationReason.HARNESS_ERROR, f"{hook or 'the env server'} failed: {exception}: {message}"
 
 
-def json_value(value: object) -> Any:
-    """``value`` when JSON carries it as it is, else its text (what a local run would show)."""
-    try:
-        orjson.dumps(value, option=_JSON_OPTIONS)
-    except TypeError:
-        return _text(value)
-    return value
-
-
 def tool_result(result: object) -> str | list[Any]:
     """A tool's return value as the engine turns it into the text the model sees.
 

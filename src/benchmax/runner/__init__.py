@@ -5,15 +5,18 @@ behind the exit code; executors run the groups here or on Ray actors.
 """
 
 from benchmax.runner._config import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_MAX_FAILURE_RATE,
     EMBEDDED,
     EXECUTORS,
     RunConfig,
     default_run_dir,
     env_name,
+    target_fields,
 )
 from benchmax.runner._endpoint import MAX_RESTARTS, Endpoint, EndpointError, model_endpoint
-from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, failed_group
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots, SlotClaim, failed_group
+from benchmax.runner._import import import_run, resolve_examples
 from benchmax.runner._provenance import RunOrigin, run_provenance
 from benchmax.runner._replay import RescoreRefused, replay_parts
 from benchmax.runner._rescore import arescore
@@ -25,6 +28,7 @@ from benchmax.runner._verdict import RunVerdict, judge_run
 from benchmax.store import RunMeta  # the record RunSession.create takes; its home is the store
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_FAILURE_RATE",
     "EMBEDDED",
     "EXECUTORS",
@@ -48,6 +52,7 @@ __all__ = [
     "RunSession",
     "RunStopped",
     "RunVerdict",
+    "SlotClaim",
     "arescore",
     "arun",
     "default_run_dir",
@@ -55,11 +60,14 @@ __all__ = [
     "evaluate",
     "failed_group",
     "group_keys",
+    "import_run",
     "judge_run",
     "model_endpoint",
     "replay_parts",
+    "resolve_examples",
     "run_provenance",
     "sampling_for",
+    "target_fields",
     "validate_env",
     "validate_mix",
 ]

@@ -12,13 +12,15 @@ from benchmax.auth import BasicAuth, redact_url, split_credentials
 from benchmax.client import CacheSettings, RetryPolicy
 from benchmax.engine import EngineConfig
 from benchmax.envs import SPLITS, DatasetSplit, SamplingParams
-from benchmax.loading import adapter_name
+from benchmax.loading import EnvSpec, adapter_name
 from benchmax.mix import MixSpec
 
 EMBEDDED = "embedded"
 """The ``base_url`` that means: start the embedded SmolLM2 model."""
 
 EXECUTORS = ("local", "ray")
+DEFAULT_CONCURRENCY = 64
+"""Rollouts in flight when ``--concurrency`` is not given (eval, rescore and their Python APIs)."""
 DEFAULT_MAX_FAILURE_RATE = 0.1
 """A run whose operational failures exceed this share of its rollouts did not do its job."""
 
@@ -45,7 +47,7 @@ class RunConfig:
     split: DatasetSplit = "eval"
     max_examples: int | None = None
     group_size: int = 1
-    concurrency: int = 64
+    concurrency: int = DEFAULT_CONCURRENCY
     batch_size: int | None = None
     model: str | None = None
     """The model name sent to the server; ``None``: the one model the server lists."""
@@ -116,6 +118,16 @@ class RunConfig:
                 f"batch_size ({self.batch_size} rollouts) must be a positive multiple of "
                 f"group_size ({self.group_size}) so groups are never split across batches"
             )
+
+    @classmethod
+    def of(cls, env: EnvSpec | MixSpec, **options: Any) -> RunConfig:
+        """A run of ``env``, typed: one env or a mixture (:func:`target_fields`)."""
+        return cls(**target_fields(env), **options)
+
+    @property
+    def target(self) -> EnvSpec | MixSpec:
+        """What the run runs, typed: the mixture, or the one env with its kwargs."""
+        return self.mix if self.mix is not None else EnvSpec(self.env, self.env_kwargs)
 
     @property
     def base_urls(self) -> tuple[str, ...]:
@@ -198,6 +210,14 @@ def _base_urls(value: str | Sequence[str]) -> tuple[tuple[str, ...], BasicAuth |
                 f"base_url lists {', '.join(map(redact_url, twice))} more than once; give each replica once"
             )
     return urls, found.pop()
+
+
+def target_fields(env: EnvSpec | MixSpec) -> dict[str, Any]:
+    """The stored fields of a config (:class:`RunConfig`, the trainer's) that say what it runs: one
+    env's spec and constructor kwargs, or a mixture and ``env`` as its label (:attr:`MixSpec.label`)."""
+    if isinstance(env, MixSpec):
+        return {"env": env.label, "mix": env}
+    return {"env": env.spec, "env_kwargs": dict(env.kwargs)}
 
 
 def default_run_dir(env: str, root: Path = Path("runs"), *, prefix: str = "") -> Path:

@@ -3,14 +3,15 @@
 The runner and rescore only see this interface, so scheduling, store writes,
 zero-fill and progress are identical whichever executor runs the groups: a run
 sends groups to ``run_group``, a rescore sends stored groups to ``rescore_group``.
-Rollouts in flight are counted by :class:`RolloutSlots`, in rollouts, wherever
-groups are started.
+Rollouts in flight are counted by each executor's :class:`RolloutSlots` (``slots``),
+in rollouts: the one limit of ``--concurrency``, in process and on Ray alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -26,6 +27,9 @@ logger = logging.getLogger("benchmax.runner")
 
 
 class GroupExecutor(Protocol):
+    slots: RolloutSlots
+    """The executor's limit on rollouts in flight (``--concurrency``), held by every group it runs."""
+
     async def start(self) -> None: ...
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult: ...
@@ -66,8 +70,10 @@ class LocalExecutor:
         clients: ClientPool | None = None,
         prices: PriceTable | None = None,
         cache: CacheSettings | None = None,
+        concurrency: int | None = None,
     ) -> None:
         self.env = env
+        self.slots = RolloutSlots(concurrency)
         self.ledger = CallLedger(prices=prices, cache=cache)
         self._mix = env if isinstance(env, EnvMix) else None
         if self._mix is None:
@@ -98,6 +104,10 @@ class LocalExecutor:
                 raise MixError(f"env {name!r}: {exc}") from exc
 
     async def run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+        async with self.slots.hold(len(requests)):
+            return await self._run_group(requests)
+
+    async def _run_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         with self.ledger.group() as meter:
             if self._mix is not None:
                 result = await self._member_group(requests)
@@ -109,26 +119,30 @@ class LocalExecutor:
 
     async def _member_group(self, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         assert self._mix is not None
-        member, routed = self._mix.member_requests(requests)
+        member, routed = self._mix.route(requests)
         engine, own_group = self._routes[member.name]
         result = await (run_own_group(member.env, routed) if own_group else engine.run_group(routed))
-        return self._mixture_result(result, requests)
+        return self._unrouted(result, requests)
 
-    def _mixture_result(self, result: GroupResult, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
+    def _unrouted(self, result: GroupResult, requests: Sequence[RolloutRequest[Any]]) -> GroupResult:
         assert self._mix is not None
-        example_id = requests[0].example.id
-        outcomes = tuple(self._mix.mixture_outcome(outcome, example_id) for outcome in result.outcomes)
-        return replace(result, outcomes=outcomes)
+        return replace(result, outcomes=tuple(self._mix.unroute(outcome, requests) for outcome in result.outcomes))
 
     async def rescore_group(
         self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
     ) -> GroupResult:
         """Stored transcripts scored again by the env's reward code; a judge's calls counted as in ``run_group``."""
+        async with self.slots.hold(len(requests)):
+            return await self._rescore_group(requests, stored)
+
+    async def _rescore_group(
+        self, requests: Sequence[RolloutRequest[Any]], stored: Sequence[StoredRollout]
+    ) -> GroupResult:
         with self.ledger.group() as meter:
             if self._mix is not None:
-                member, routed = self._mix.member_requests(requests)
+                member, routed = self._mix.route(requests)
                 engine = self._routes[member.name][0]
-                result = self._mixture_result(await engine.rescore_group(routed, stored), requests)
+                result = self._unrouted(await engine.rescore_group(routed, stored), requests)
             else:
                 result = await self.engine.rescore_group(requests, stored)
         return replace(result, calls=meter.log())
@@ -148,33 +162,84 @@ class LocalExecutor:
             await asyncio.to_thread(self.ledger.close)
 
 
+_HELD: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar("benchmax_held_slots", default=frozenset())
+"""The limiters (by ``id``) whose slots the running task holds for its group already."""
+
+
 class RolloutSlots:
     """Rollouts in flight, counted in rollouts whoever starts groups: a group takes as many
     slots as it has siblings and starts only when they all fit, so groups are never split.
 
-    A group larger than the limit still runs, alone, rather than never: at most
-    ``max(limit, group size)`` rollouts run at once.
+    The one limit of ``--concurrency``: each executor holds one (``executor.slots``) and every
+    group it runs holds its slots, in process or on Ray actors. A caller that starts groups (the
+    run loop) claims a group's slots before starting it (:meth:`claim`, so no task is started
+    that would have to wait), and the executor's own :meth:`hold` inside that claim takes nothing
+    more. A group larger than the limit still runs, alone, rather than never: at most
+    ``max(limit, group size)`` rollouts run at once. ``limit=None``: no limit (an executor whose
+    caller bounds its groups itself).
     """
 
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit < 1:
             raise ValueError(f"concurrency must be >= 1 rollouts, got {limit}")
         self.limit = limit
         self.used = 0
-        self._changed = asyncio.Condition()
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def claim(self, count: int) -> SlotClaim:
+        """Wait until a group of ``count`` rollouts fits, and take its slots for the task that runs
+        it: that task enters the claim (``async with claim:``), which gives the slots back."""
+        count = min(count, self.limit) if self.limit is not None else 0
+        while count and self.used + count > (self.limit or 0):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.remove(waiter)
+        self.used += count
+        return SlotClaim(self, count)
+
+    def _release(self, count: int) -> None:
+        """Give ``count`` slots back, at once (no await: a cancelled group gives them back too)."""
+        if count:
+            self.used -= count
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     @contextlib.asynccontextmanager
     async def hold(self, count: int) -> AsyncIterator[None]:
-        count = min(count, self.limit)
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.used + count <= self.limit)
-            self.used += count
-        try:
+        """The group's slots for the body: taken here, or already by the caller's :meth:`claim`."""
+        if id(self) in _HELD.get():
             yield
-        finally:
-            async with self._changed:
-                self.used -= count
-                self._changed.notify_all()
+            return
+        async with await self.claim(count):
+            yield
+
+
+class SlotClaim:
+    """A group's slots taken by :meth:`RolloutSlots.claim`, given back once, when the group ends."""
+
+    def __init__(self, slots: RolloutSlots, count: int) -> None:
+        self._slots = slots
+        self._count = count
+        self._token: contextvars.Token[frozenset[int]] | None = None
+
+    async def __aenter__(self) -> SlotClaim:
+        self._token = _HELD.set(_HELD.get() | {id(self._slots)})
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _HELD.reset(self._token)
+            self._token = None
+        self.release()
+
+    def release(self) -> None:
+        """Give the slots back (also for a group claimed but never started); only the first call counts."""
+        count, self._count = self._count, 0
+        self._slots._release(count)
 
 
 async def run_own_group(env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]) -> GroupResult:

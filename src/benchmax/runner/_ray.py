@@ -258,7 +258,7 @@ class RayExecutor:
         self._retired: list[_Handle] = []
         self._starting: set[asyncio.Task[None]] = set()
         self._pool = asyncio.Condition()
-        self._slots = RolloutSlots(config.concurrency)
+        self.slots = RolloutSlots(config.concurrency)
         self._engine_config = config.engine
         self._spawned = 0
         self._deaths = 0
@@ -313,7 +313,7 @@ class RayExecutor:
             for url in replicas:
                 _warn_if_loopback(url)
         lost: list[str] = []
-        async with self._slots.hold(len(batch)):
+        async with self.slots.hold(len(batch)):
             while len(lost) < MAX_GROUP_ATTEMPTS:
                 alone = len(lost) == MAX_GROUP_ATTEMPTS - 1
                 handle = await self._pick(alone=alone)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import itertools
 import multiprocessing
 import os
@@ -29,11 +28,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.client import CacheSettings, CallFigures, PriceTable, calls_to_meta, merge_figures
@@ -50,22 +46,20 @@ from benchmax.envs import (
 )
 from benchmax.loading import EnvSpec
 from benchmax.mix import EnvMix, MixSpec
-from benchmax.runner._config import EMBEDDED, RunConfig
-from benchmax.runner._executor import GroupExecutor, LocalExecutor, RolloutSlots
+from benchmax.runner._config import DEFAULT_CONCURRENCY, EMBEDDED, RunConfig
+from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._replay import refuse_stale_outcomes, replay_parts
 from benchmax.runner._session import RunSession
 from benchmax.store import (
-    SQL_PARAMETERS,
     Provenance,
+    RolloutRecord,
     RolloutScore,
     Run,
     RunMeta,
     ScoredGroup,
+    StoredGroup,
     StoreError,
-    chunks,
-    decode_transcript,
-    decode_turns,
 )
 from benchmax.telemetry import TelemetrySettings, start_telemetry, stop_telemetry
 
@@ -94,7 +88,7 @@ async def arescore(
     env_spec: str | None = None,
     run_dir: Path | None = None,
     workers: int | None = None,
-    concurrency: int = 64,
+    concurrency: int = DEFAULT_CONCURRENCY,
     cache: CacheSettings | None = None,
     prices: str | None = None,
     auth: Mapping[str, ModelAuth] | None = None,
@@ -135,7 +129,7 @@ async def arescore(
             raise StoreError(f"{source} holds no eval config (only an eval or rescored run can be rescored)")
         config = RunConfig.from_meta(meta.config)
         rollouts = len(old)
-        ranges = _group_ranges(old)
+        ranges = old.group_ranges(_CHUNK_GROUPS)
     config = replace(config, engine=replace(config.engine, telemetry=telemetry or TelemetrySettings()))
     mix = _rescored_mix(source, config, env_spec, env_specs or {})
     spec = EnvSpec(env_spec or config.env, config.env_kwargs)
@@ -181,48 +175,68 @@ async def arescore(
                 ray_address=ray_address, concurrency=concurrency, cache=cache, prices=prices, run_dir=target,
             )  # fmt: skip
             await scorer.attach(_ray_executor(ray_config, table, job.auth))
-        create = partial(
-            RunSession.create,
-            target,
-            kind="rescore",
-            meta=replace(
-                meta,
-                **_NOT_INHERITED,
-                config=replace(new_config, run_dir=target).to_meta(),
-                rescored_from=str(source),
-                replay_only=kept or None,
-                source_created_at=meta.created_at,
-                source_cost=meta.cost,
-            ),
-            origin=origin,
-        )
-        session = await asyncio.to_thread(create)
-        spent: list[tuple[CallFigures, ...]] = []
-        async with session.running():
-            try:
-                # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
-                # while the first chunks are scored: they read the source, not the copy
-                async with _adopting(session, source) as adopted:
-                    if processes == 1:
-                        for chunk in ranges:
-                            groups, figures = await scorer.score(chunk)
-                            spent.append(figures)
-                            await adopted
-                            await asyncio.to_thread(session.write_scores, groups)
-                    else:
-                        await _in_workers(job, ranges, processes, session, spent, adopted)
-                await asyncio.to_thread(session.close_batches)
-            finally:
-                figures = merge_figures(*spent)
-                session.update_meta(
-                    cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
-                )
+        session = await asyncio.to_thread(_new_session, target, source, meta, new_config, origin, kept)
+        await _score_into(session, scorer, job, source, ranges, processes, table)
     finally:
         try:
             await scorer.aclose()
         finally:
             await asyncio.to_thread(stop_telemetry, traces)  # queued spans go out, bounded by the export timeout
     return target
+
+
+def _new_session(
+    target: Path, source: Path, meta: RunMeta, config: RunConfig, origin: RunOrigin, kept: Mapping[str, list[str]]
+) -> RunSession:
+    """The rescored run, created: the source's metadata less what described the source's own run;
+    ``kept`` names the rewards it keeps as stored (only a replay could recompute them)."""
+    return RunSession.create(
+        target,
+        kind="rescore",
+        meta=replace(
+            meta,
+            **_NOT_INHERITED,
+            config=replace(config, run_dir=target).to_meta(),
+            rescored_from=str(source),
+            replay_only=kept or None,
+            source_created_at=meta.created_at,
+            source_cost=meta.cost,
+        ),
+        origin=origin,
+    )
+
+
+async def _score_into(
+    session: RunSession,
+    scorer: _Scorer,
+    job: _Job,
+    source: Path,
+    ranges: Sequence[tuple[int, int]],
+    processes: int,
+    table: PriceTable,
+) -> None:
+    """Every chunk of the source scored (here, or in ``processes`` workers) and written into the new
+    run, while the source's transcripts are adopted; the judge's calls priced into its ``cost``."""
+    spent: list[tuple[CallFigures, ...]] = []
+    async with session.running():
+        try:
+            # the copy of the transcripts (SQLite's work, seconds at a million rollouts) runs
+            # while the first chunks are scored: they read the source, not the copy
+            async with _adopting(session, source) as adopted:
+                if processes == 1:
+                    for chunk in ranges:
+                        groups, figures = await scorer.score(chunk)
+                        spent.append(figures)
+                        await adopted
+                        await asyncio.to_thread(session.write_scores, groups)
+                else:
+                    await _in_workers(job, ranges, processes, session, spent, adopted)
+            await asyncio.to_thread(session.close_batches)
+        finally:
+            figures = merge_figures(*spent)
+            session.update_meta(
+                cost={**calls_to_meta(figures), "prices": table.describe({item.model for item in figures})}
+            )
 
 
 def _rescored_mix(
@@ -270,12 +284,6 @@ class _Job:
     cache: CacheSettings | None = None
     auth: dict[str, ModelAuth] | None = None
     mix: MixSpec | None = None
-
-
-def _group_ranges(run: Run) -> list[tuple[int, int]]:
-    """The source's groups as ``(first_seq, last_seq)`` ranges of about ``_CHUNK_GROUPS`` groups."""
-    ranges = run.sql("SELECT first_seq, last_seq FROM groups ORDER BY first_seq")
-    return [(part[0][0], part[-1][1]) for part in chunks(ranges, _CHUNK_GROUPS)]
 
 
 @asynccontextmanager
@@ -346,8 +354,6 @@ class _Scorer:
         self.env: BaseEnv | EnvMix | None = None
         self.executor: GroupExecutor | None = None
         self.run: Run | None = None
-        self.slots = RolloutSlots(job.concurrency)
-        self.examples: dict[str, Example] = {}
 
     def load(self) -> None:
         env: BaseEnv | EnvMix
@@ -363,7 +369,9 @@ class _Scorer:
                 raise EnvSpecError(f"{self.job.env}: rescoring needs a BaseEnv (its compute_reward hooks)")
             env = loaded
         self.env = env
-        local = LocalExecutor(env, self.job.engine, prices=self.job.prices, cache=self.job.cache)
+        local = LocalExecutor(
+            env, self.job.engine, prices=self.job.prices, cache=self.job.cache, concurrency=self.job.concurrency
+        )
         self.executor = local
         local.ledger.open()  # a cache directory that cannot be used fails here, before the new run exists
         self.run = Run(self.job.source)
@@ -378,31 +386,24 @@ class _Scorer:
         """The chunk's groups scored, and the model calls (a judge's) their scoring made."""
         assert self.run is not None and self.executor is not None
         executor = self.executor
-        first, last = chunk
-        groups = self.run.sql(
-            "SELECT group_id, example_id, first_seq, last_seq FROM groups WHERE first_seq BETWEEN ? AND ?"
-            " ORDER BY first_seq",
-            (first, last),
-        )
-        records = {record[0]: record for rows in self.run.rollout_rows_between(first, last) for record in rows}
-        examples = self._examples({example_id for _, example_id, _, _ in groups})
         calls: list[tuple[CallFigures, ...]] = []
 
-        async def one(group_id: str, example_id: str, low: int, high: int) -> ScoredGroup:
-            rows = sorted((records[seq] for seq in range(low, high + 1) if seq in records), key=lambda r: r[4])
-            example = examples.get(example_id) or self._unstored(example_id, rows[0])
-            async with self.slots.hold(len(rows)):
+        async def one(stored: StoredGroup) -> ScoredGroup:
+            rollouts = stored.rollouts
+            example = stored.example or self._unstored(stored.group.example_id, rollouts[0])
+            async with executor.slots.hold(len(rollouts)):  # the executor takes nothing more
                 started = time.time()
                 result: GroupResult = await executor.rescore_group(
-                    [_request(row, example, self.job.meta) for row in rows], [_stored(row) for row in rows]
+                    [_request(record, example, self.job.meta) for record in rollouts],
+                    [_stored(record) for record in rollouts],
                 )
             if result.calls is not None:
                 calls.append(result.calls.figures())
             return ScoredGroup(
-                group_id=group_id,
+                group_id=stored.group.group_id,
                 scores=tuple(
                     RolloutScore(
-                        row[0],
+                        seq,
                         outcome.termination_reason,
                         outcome.error,
                         dict(outcome.rewards),
@@ -410,32 +411,19 @@ class _Scorer:
                         outcome.scoring_error,
                         outcome.trace_id,
                     )
-                    for row, outcome in zip(rows, result.outcomes, strict=True)
+                    for seq, outcome in zip(stored.seqs, result.outcomes, strict=True)
                 ),
                 logs=result.logs,
                 started_at=started,
                 ended_at=time.time(),
             )
 
+        groups = self.run.stored_groups(*chunk)
         with bind_model_auth(self.job.auth or {}):  # a worker process has no binding of its own
-            scored = list(await asyncio.gather(*(one(*group) for group in groups)))
+            scored = list(await asyncio.gather(*(one(group) for group in groups)))
         return scored, merge_figures(*calls)
 
-    def _examples(self, wanted: set[str]) -> dict[str, Example]:
-        assert self.run is not None
-        missing = sorted(wanted - self.examples.keys())
-        for part in chunks(missing, SQL_PARAMETERS):
-            for example_id, payload, env in self.run.sql(
-                f"SELECT example_id, payload, env FROM examples WHERE example_id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                self.examples[example_id] = Example(example_id, orjson.loads(payload), env)
-        found = {example_id: self.examples[example_id] for example_id in wanted if example_id in self.examples}
-        if len(self.examples) > 50_000:
-            self.examples.clear()
-        return found
-
-    def _unstored(self, example_id: str, row: Sequence[Any]) -> Example:
+    def _unstored(self, example_id: str, first: RolloutRecord) -> Example:
         """An example the source did not store, rebuilt from its first rollout's prompt; a mixture's
         cannot be: which env scores it is the store's ``examples.env``, not something its id tells."""
         if self.job.mix is not None:
@@ -443,7 +431,7 @@ class _Scorer:
                 f"{self.job.source}: example {example_id!r} of the mixture is not in its examples table, "
                 "so which env scores it is unknown"
             )
-        return Example(example_id, {"prompt_messages": _messages(row)[:1]})
+        return Example(example_id, {"prompt_messages": first.messages[:1]})
 
     async def aclose(self) -> None:
         """Release the executor (its engine and call ledger), the env and the source file (again: a no-op)."""
@@ -493,36 +481,24 @@ def _worker_score(chunk: tuple[int, int]) -> tuple[list[ScoredGroup], tuple[Call
     return loop.run_until_complete(scorer.score(chunk))
 
 
-def _messages(row: Sequence[Any]) -> list[dict[str, Any]]:
-    return decode_transcript(row[19]) or []
-
-
-def _request(row: Sequence[Any], example: Example, meta: RunMeta) -> RolloutRequest:
+def _request(record: RolloutRecord, example: Example, meta: RunMeta) -> RolloutRequest:
     return RolloutRequest(
-        rollout_id=row[1],
+        rollout_id=record.rollout_id,
         example=example,
         model=meta.model or "stored",
         base_url="stored://transcript",
-        split=row[7],
-        sampling=_sampling(row[21]),
+        split=record.split,
+        sampling=SamplingParams.from_dict(record.sampling),
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _sampling(stored: bytes | None) -> SamplingParams:
-    """A run's rollouts mostly share one sampling record: decoded once (the params are frozen)."""
-    return SamplingParams.from_dict(decode_transcript(stored) if stored else None)
-
-
-def _stored(row: Sequence[Any]) -> StoredRollout:
-    messages = decode_transcript(row[19]) or []
-    turns = decode_turns(row[20])
-    reason, error = row[8], row[9]
+def _stored(record: RolloutRecord) -> StoredRollout:
+    reason, error = record.termination_reason, record.error
     if reason in (TerminationReason.REWARD_ERROR, TerminationReason.GROUP_REWARD_ERROR):
-        reason, error = _loop_reason(messages, turns), None
-    elif is_scorable(reason) and not row[22]:
+        reason, error = _loop_reason(record.messages, record.turns), None
+    elif is_scorable(reason) and not record.scored:
         error = None  # a budget stop whose scoring failed: its error is that failure, scored again now
-    return StoredRollout(messages, reason, error, turns)
+    return StoredRollout(record.messages, reason, error, record.turns)
 
 
 def _loop_reason(messages: list[dict[str, Any]], turns: tuple[TurnRecord, ...]) -> str:

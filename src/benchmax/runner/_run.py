@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,11 +26,11 @@ from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Ou
 from benchmax.engine import GroupResult
 from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
 from benchmax.errors import BenchmaxError
-from benchmax.loading import EnvSpec, data_directories, open_examples
+from benchmax.loading import EnvSpec, ExampleStream, data_directories, open_examples
 from benchmax.mix import EnvMix
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
-from benchmax.runner._executor import GroupExecutor, LocalExecutor
+from benchmax.runner._executor import GroupExecutor, LocalExecutor, SlotClaim
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._replay import replay_parts
 from benchmax.runner._session import GroupKey, RunSession
@@ -134,21 +133,7 @@ async def arun(
     try:
         if env is None:
             env = spec.load() if spec is not None else await EnvMix.load(config.mix)  # type: ignore[arg-type]
-        if owned and spec is not None:
-            places: tuple[Path, ...] = data_directories(spec, config.data_dir)
-        else:  # an env given as an instance, or a mixture (each member reads its own data dirs)
-            places = (Path(config.data_dir or Path.cwd()),)
-        examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
-        # Every example is read and checked before the model starts or the run dir exists: a bad
-        # row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log. A resumed
-        # run whose dataset is stored checks it against the store instead (reading only what it
-        # has left to run, when the dataset's digest is the one it started with).
-        stored = await asyncio.to_thread(_stored_positions, run_dir) if resume else None
-        if not stored and not await asyncio.to_thread(_count, examples):
-            raise DatasetError(
-                f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
-                f"(data dir: {examples.base_dir})"
-            )
+        examples = await _read_examples(env, config, spec if owned else None, run_dir if resume else None)
         if on_ready is not None:
             on_ready()
         executor = make_executor(config, env, prices, clients=clients)
@@ -179,17 +164,7 @@ async def arun(
                 endpoint=EMBEDDED if endpoint.embedded else _stored_url(endpoint),
                 sampling=config.sampling,
             )
-            session = await asyncio.to_thread(
-                partial(RunSession.resume, run_dir, origin=origin)
-                if resume
-                else partial(
-                    RunSession.create,
-                    run_dir,
-                    kind="eval",
-                    meta=RunMeta(config=config.to_meta(), pass_threshold=config.pass_threshold),
-                    origin=origin,
-                )
-            )
+            session = await asyncio.to_thread(_open_session, config, run_dir, origin, resume)
             try:  # one pass over the dataset stores (or checks) it and finds what is left to run
                 plan = await asyncio.to_thread(_plan, session, config, examples)
             except BaseException as exc:
@@ -215,21 +190,59 @@ async def arun(
         client_stats = executor.stats()
         outages = tuple(_outage_source(executor, clients).outages())
     finally:
-        if executor is not None:
-            await executor.aclose()
-        if clients is not None and clients is not getattr(executor, "clients", None):
-            await clients.aclose()  # the driver's own pool, for the preflight under Ray
-        if owned and env is not None:
-            try:
-                await env.aclose()
-            except Exception:
-                logger.exception("%s.aclose() failed", type(env).__name__)
+        await _release(executor, clients, env if owned else None)
         await asyncio.to_thread(stop_telemetry, telemetry)  # queued spans go out, bounded by the export timeout
     with Run(run_dir) as run:
         stats = run.stats()
         cost = run.run_meta.cost
     verdict = judge_run(stats, config.max_failure_rate)
     return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
+
+
+async def _release(
+    executor: GroupExecutor | None, clients: ClientPool | None, env: Environment[Any, Any] | None
+) -> None:
+    """What the run held, closed: its executor, the driver's own client pool, and ``env`` when the run loaded it."""
+    if executor is not None:
+        await executor.aclose()
+    if clients is not None and clients is not getattr(executor, "clients", None):
+        await clients.aclose()  # the driver's own pool, for the preflight under Ray
+    if env is not None:
+        try:
+            await env.aclose()
+        except Exception:
+            logger.exception("%s.aclose() failed", type(env).__name__)
+
+
+async def _read_examples(
+    env: Environment[Any, Any], config: RunConfig, spec: EnvSpec | None, resumed: Path | None
+) -> ExampleStream:
+    """Every example of the run's split, read and checked before the model starts or the run dir
+    exists: a bad row (eval.jsonl:4) leaves nothing behind, not a run dir holding a model log.
+    ``spec``: the env's, when the run loaded it (its data directories); else one directory.
+    ``resumed``: the run dir of a resumed run; one whose dataset is stored checks it against the
+    store instead (reading only what it has left to run, when the dataset's digest is the one it
+    started with)."""
+    if spec is not None:
+        places: tuple[Path, ...] = data_directories(spec, config.data_dir)
+    else:  # an env given as an instance, or a mixture (each member reads its own data dirs)
+        places = (Path(config.data_dir or Path.cwd()),)
+    examples = await open_examples(env, config.split, places, max_examples=config.max_examples)
+    stored = await asyncio.to_thread(_stored_positions, resumed) if resumed is not None else None
+    if not stored and not await asyncio.to_thread(_count, examples):
+        raise DatasetError(
+            f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
+            f"(data dir: {examples.base_dir})"
+        )
+    return examples
+
+
+def _open_session(config: RunConfig, run_dir: Path, origin: RunOrigin, resume: bool) -> RunSession:
+    """The run's session: the stored one resumed, or a new eval run."""
+    if resume:
+        return RunSession.resume(run_dir, origin=origin)
+    meta = RunMeta(config=config.to_meta(), pass_threshold=config.pass_threshold)
+    return RunSession.create(run_dir, kind="eval", meta=meta, origin=origin)
 
 
 def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
@@ -276,7 +289,9 @@ def make_executor(
         from benchmax.runner._ray import RayExecutor
 
         return RayExecutor(config, prices=prices, auth=bound_model_auth())
-    return LocalExecutor(env, config.engine, clients=clients, prices=prices, cache=config.cache)
+    return LocalExecutor(
+        env, config.engine, clients=clients, prices=prices, cache=config.cache, concurrency=config.concurrency
+    )
 
 
 def _calls_of(executor: GroupExecutor) -> Callable[[], tuple[CallFigures, ...]]:
@@ -387,7 +402,7 @@ async def _schedule(
         )
     if not pending_groups:
         return 0
-    slots = asyncio.Semaphore(max(1, config.concurrency // size))
+    slots = executor.slots  # the one limit of --concurrency: claimed here, held by the executor
     written = 0
     stopping: list[_Stop] = []
     main = asyncio.current_task()
@@ -435,9 +450,9 @@ async def _schedule(
         in_flight=lambda: len(tasks) * size,
     )
 
-    async def run_group(key: GroupKey, example: Example[Any]) -> None:
+    async def run_group(key: GroupKey, example: Example[Any], claim: SlotClaim) -> None:
         nonlocal written
-        try:
+        async with claim:
             requests = [
                 RolloutRequest(
                     rollout_id=key.rollout_id(sample),
@@ -475,8 +490,6 @@ async def _schedule(
             left_in_batch[batch] -= 1
             if per_batch is not None and left_in_batch[batch] == 0:
                 await asyncio.to_thread(session.close_batch, batch)
-        finally:
-            slots.release()
 
     tasks: set[asyncio.Task[None]] = set()
     failures: list[BaseException] = []
@@ -490,13 +503,14 @@ async def _schedule(
     watch.__enter__()
     try:
         async for key, example in _pending(session, config.split, examples, plan):
-            await slots.acquire()
+            claim = await slots.claim(size)
             if failures:
+                claim.release()
                 raise failures[0]
             if stopping:
-                slots.release()
+                claim.release()
                 break
-            task = asyncio.create_task(run_group(key, example))
+            task = asyncio.create_task(run_group(key, example, claim))
             tasks.add(task)
             task.add_done_callback(finished)
         while tasks:

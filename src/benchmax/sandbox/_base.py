@@ -12,7 +12,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from types import TracebackType
 
 from benchmax.sandbox._spec import ExecResult, FileInfo, Limits, SandboxSpec
@@ -142,7 +142,3 @@ class SandboxProvider(ABC):
 
     async def aclose(self) -> None:
         """Release provider-wide resources (clients, pools). Sandboxes are stopped by their owners."""
-
-
-def host_path(value: str | os.PathLike[str]) -> Path:
-    return Path(os.fspath(value))

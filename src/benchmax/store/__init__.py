@@ -28,7 +28,7 @@ from benchmax.store._provenance import (
 )
 from benchmax.store._queries import RunQueries
 from benchmax.store._query_spec import MAX_PAGE, QUERY_SPEC, Page, RolloutFilter
-from benchmax.store._reader import GroupRecord, RolloutRecord, Run, decode_turns, open_run
+from benchmax.store._reader import GroupRecord, RolloutRecord, Run, StoredGroup, decode_turns, open_run
 from benchmax.store._run_stats import RunStats, Sample, TurnRewardStats
 from benchmax.store._schema import DB_NAME, SCHEMA_VERSION, SchemaError
 from benchmax.store._search import match_query
@@ -85,6 +85,7 @@ __all__ = [
     "ScoredGroup",
     "Spread",
     "StoreError",
+    "StoredGroup",
     "TurnRewardStats",
     "chunks",
     "compare",

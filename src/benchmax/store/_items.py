@@ -10,6 +10,7 @@ from benchmax.store._advantage import group_spread
 from benchmax.store._excerpt import example_fields, prompt_excerpt
 from benchmax.store._query_base import QueryBase
 from benchmax.store._query_rows import _ROW_COLUMNS, _decode, _loads, _mean_std, _rollout_row
+from benchmax.store._reader import ROLLOUT_COLUMNS, ROLLOUT_NAMES, ROLLOUT_SOURCE
 
 
 class ItemQueries(QueryBase):
@@ -86,23 +87,10 @@ class ItemQueries(QueryBase):
 
     def rollout(self, rollout_id: str) -> dict[str, Any] | None:
         """Everything stored about one rollout, its logs and its neighbours."""
-        row = self._one(
-            "SELECT r.rollout_id, r.seq, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split,"
-            " r.termination_reason, r.error, r.scored, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns,"
-            " r.num_tool_calls, r.started_at, r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling,"
-            " (SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id), r.trace_id"
-            " FROM rollouts AS r JOIN transcripts AS t ON t.seq = r.seq WHERE r.rollout_id = ?",
-            (rollout_id,),
-        )
+        row = self._one(f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} WHERE r.rollout_id = ?", (rollout_id,))
         if row is None:
             return None
-        names = (
-            "rollout_id", "seq", "group_id", "example_id", "sample_index", "step", "batch", "split",
-            "termination_reason", "error", "scored", "reward", "prompt_tokens", "completion_tokens",
-            "num_turns", "num_tool_calls", "started_at", "ended_at", "seconds", "final_text",
-            "messages", "turns", "sampling", "env", "trace_id",
-        )  # fmt: skip
-        record = dict(zip(names, row, strict=True))
+        record = dict(zip(ROLLOUT_NAMES, row, strict=True))
         self._label_envs([record])
         record["scored"] = bool(record["scored"])
         self._add_short_ids([record])

@@ -225,3 +225,9 @@ _READERS: dict[str, Any] = {
 }
 """How each stored key reads (a value of another type reads as not recorded)."""
 _EMPTY_UNSET = frozenset(("provenance_resumes", "outages"))
+
+
+def labelled(env: str | None, label: str | None) -> str | None:
+    """The env a stored row belongs to: its example's (a mixture's member), else the run's own
+    (``label``, :attr:`RunMeta.env_label`: a run of one env stores no env per example)."""
+    return env if env is not None else label

@@ -19,7 +19,7 @@ from benchmax.store import _compat, _schema
 from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
-from benchmax.store._meta import RunMeta
+from benchmax.store._meta import RunMeta, labelled
 from benchmax.store._query_spec import Page
 
 _CACHED_PAGES = 256
@@ -79,11 +79,11 @@ class QueryBase:
 
     def _label_envs(self, records: Iterable[dict[str, Any]]) -> None:
         """Name each record's env: its example's, else the run's (:meth:`_env_label`)."""
-        label = None
-        for record in records:
-            if record.get("env") is None:
-                label = label or self._env_label()
-                record["env"] = label
+        records = list(records)
+        if any(record.get("env") is None for record in records):
+            label = self._env_label()
+            for record in records:
+                record["env"] = labelled(record.get("env"), label)
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn().execute(sql, tuple(params)).fetchall()

@@ -9,14 +9,14 @@ from typing import Any
 import orjson
 
 from benchmax.store import _codec
+from benchmax.store._schema import example_env
 
 SNIPPET_CHARS = 240
 
 _ROW_COLUMNS = (
     "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, "
     "r.termination_reason, r.error, r.scored, r.reward, r.prompt_tokens, r.completion_tokens, "
-    "r.num_turns, r.num_tool_calls, r.started_at, r.seconds, r.final_text,"
-    " (SELECT e.env FROM examples AS e WHERE e.example_id = r.example_id)"
+    "r.num_turns, r.num_tool_calls, r.started_at, r.seconds, r.final_text, " + example_env("r")
 )
 """A rollout row's columns; the last, its example's env, is ``NULL`` in a run of one env (the
 reader names it by the run's: ``QueryBase._label_envs``)."""

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmax.store._schema import example_env
+
 MAX_PAGE = 500
 
 
@@ -146,14 +148,9 @@ QUERY_SPEC: dict[str, Any] = {
 }
 
 
-def _env_of(table: str) -> str:
-    """The env of a row of ``table`` (an alias with an ``example_id`` column): its example's, ``NULL``
-    in a run of one env. Sorts put ``NULL`` last (:data:`_NULLABLE`); filters compare it with the
-    run's own env in its place, as :meth:`QueryBase._label_envs` names the rows."""
-    return f"(SELECT e.env FROM examples AS e WHERE e.example_id = {table}.example_id)"
-
-
-_ROLLOUT_SQL = {name: f"r.{name}" for name in _ROLLOUT_SORTS} | {"env": _env_of("r")}
+# a row's env (example_env): NULL in a run of one env; sorts put NULL last (_NULLABLE) and filters
+# compare it with the run's own env in its place, as QueryBase._label_envs names the rows
+_ROLLOUT_SQL = {name: f"r.{name}" for name in _ROLLOUT_SORTS} | {"env": example_env("r")}
 _EXAMPLE_SQL = {
     "idx": "f.idx",
     "example_id": "f.example_id",
@@ -163,7 +160,7 @@ _EXAMPLE_SQL = {
     "mean_reward": "f.reward_sum / f.rollouts",
     "groups": "f.groups",
     "failed": "f.failed",
-    "env": _env_of("f"),
+    "env": example_env("f"),
 }
 _EXAMPLE_TABLE_SQL = {"idx": "idx", "example_id": "example_id", "env": "env"}
 """The sorts the ``examples`` table answers alone (so examples without rollouts yet are listed too)."""
@@ -179,7 +176,7 @@ _GROUP_SQL = {
     "low": "low",
     "high": "high",
     "failed": "failed",
-    "env": _env_of("groups"),
+    "env": example_env("groups"),
 }
 _NULLABLE = {"r.reward", "low", "high", "env", _ROLLOUT_SQL["env"], _EXAMPLE_SQL["env"], _GROUP_SQL["env"]}
 

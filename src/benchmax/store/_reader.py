@@ -12,9 +12,10 @@ import orjson
 
 from benchmax.envs import Example, LogEntry, TurnRecord
 from benchmax.store import _codec, _compat, _run_stats, _schema
+from benchmax.store._batch import SQL_PARAMETERS, chunks
 from benchmax.store._excerpt import prompt_excerpts
 from benchmax.store._ids import short_ids
-from benchmax.store._meta import RunMeta
+from benchmax.store._meta import RunMeta, labelled
 from benchmax.store._suite import EnvFigures, env_figures
 
 
@@ -84,17 +85,39 @@ class GroupRecord:
     """The env of the group's example (as :attr:`RolloutRecord.env`)."""
 
 
-ROLLOUT_COLUMNS = (
-    "r.seq, r.rollout_id, r.group_id, r.example_id, r.sample_index, r.step, r.batch, r.split, r.termination_reason,"
-    " r.error, r.reward, r.prompt_tokens, r.completion_tokens, r.num_turns, r.num_tool_calls, r.started_at,"
-    " r.ended_at, r.seconds, r.final_text, t.messages, t.turns, t.sampling, r.scored, r.trace_id, e.env"
+@dataclass(frozen=True, slots=True)
+class StoredGroup:
+    """A stored group read whole, as rescoring reads it: its record, its example as stored (``env``
+    named in a mixture; ``None`` when the run did not store the example) and its rollouts in sample
+    order, with their ``seq`` (what a :class:`~benchmax.store.RolloutScore` is keyed by) alongside."""
+
+    group: GroupRecord
+    example: Example | None
+    rollouts: tuple[RolloutRecord, ...]
+    seqs: tuple[int, ...]
+
+
+ROLLOUT_NAMES = (
+    "seq", "rollout_id", "group_id", "example_id", "sample_index", "step", "batch", "split", "termination_reason",
+    "error", "reward", "prompt_tokens", "completion_tokens", "num_turns", "num_tool_calls", "started_at",
+    "ended_at", "seconds", "final_text", "messages", "turns", "sampling", "scored", "trace_id", "env",
+)  # fmt: skip
+"""The columns of a whole stored rollout, in ``ROLLOUT_COLUMNS`` order: the one read of a rollout
+that the typed records and the inspector's pages both take."""
+_TRANSCRIPT_NAMES = ("messages", "turns", "sampling")
+ROLLOUT_COLUMNS = ", ".join(
+    f"t.{name}" if name in _TRANSCRIPT_NAMES else _schema.example_env("r") if name == "env" else f"r.{name}"
+    for name in ROLLOUT_NAMES
 )
-ROLLOUT_SOURCE = (
-    "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq LEFT JOIN examples AS e ON e.example_id = r.example_id"
+ROLLOUT_SOURCE = "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+"""What ``ROLLOUT_COLUMNS`` select from: the env is ``NULL`` in a run of one env (see :attr:`Run.env_label`)."""
+_GROUP_COLUMNS = (
+    "g.group_id, g.example_id, g.example_idx, g.batch, g.step, g.size, g.started_at, g.ended_at, "
+    + _schema.example_env("g")
 )
-"""What ``ROLLOUT_COLUMNS`` select from: ``e.env`` is ``NULL`` in a run of one env (see :attr:`Run.env_label`)."""
-_BARE_COLUMNS = ROLLOUT_COLUMNS.replace(", e.env", ", NULL")
-_BARE_SOURCE = "rollouts AS r JOIN transcripts AS t ON t.seq = r.seq"
+_BARE_COLUMNS = ", ".join(
+    f"t.{name}" if name in _TRANSCRIPT_NAMES else "NULL" if name == "env" else f"r.{name}" for name in ROLLOUT_NAMES
+)
 """``ROLLOUT_COLUMNS`` with ``NULL`` for the env, without the lookup of each rollout's example: for a
 reader that looks up the examples of a chunk of rows once (an export)."""
 _CHUNK = 512
@@ -164,14 +187,56 @@ class Run:
         return list(self.iter_groups())
 
     def iter_groups(self) -> Iterator[GroupRecord]:
-        cursor = self._conn.execute(
-            "SELECT g.group_id, g.example_id, g.example_idx, g.batch, g.step, g.size, g.started_at, g.ended_at,"
-            " COALESCE(e.env, ?) FROM groups AS g LEFT JOIN examples AS e ON e.example_id = g.example_id"
-            " ORDER BY g.example_idx, g.step",
-            (self.env_label,),
-        )
+        cursor = self._conn.execute(f"SELECT {_GROUP_COLUMNS} FROM groups AS g ORDER BY g.example_idx, g.step")
         while rows := cursor.fetchmany(_CHUNK):
-            yield from (GroupRecord(*row) for row in rows)
+            yield from (self._group(row) for row in rows)
+
+    def _group(self, row: Sequence[Any]) -> GroupRecord:
+        return GroupRecord(*row[:-1], env=labelled(row[-1], self.env_label))
+
+    def group_ranges(self, groups: int) -> list[tuple[int, int]]:
+        """The run's groups as ``(first_seq, last_seq)`` ranges of about ``groups`` groups each, in
+        the order they were stored: the chunks :meth:`stored_groups` reads."""
+        rows = self._conn.execute("SELECT first_seq, last_seq FROM groups ORDER BY first_seq").fetchall()
+        return [(part[0][0], part[-1][1]) for part in chunks(rows, groups)]
+
+    def stored_groups(self, first: int, last: int) -> list[StoredGroup]:
+        """The groups whose rollouts begin in ``[first, last]`` (a range of :meth:`group_ranges`), whole."""
+        groups = self._conn.execute(
+            f"SELECT {_GROUP_COLUMNS}, g.first_seq, g.last_seq FROM groups AS g"
+            " WHERE g.first_seq BETWEEN ? AND ? ORDER BY g.first_seq",
+            (first, last),
+        ).fetchall()
+        rows = [row for part in self.rollout_rows_between(first, last) for row in part]
+        rewards = self.rewards_of([row[0] for row in rows])
+        records = {row[0]: (row[4], _record(row, rewards.get(row[0], {}), self.env_label)) for row in rows}
+        examples = self._examples_by_id({row[1] for row in groups})
+        found = []
+        for row in groups:
+            low, high = row[-2], row[-1]
+            members = sorted(
+                ((records[seq][0], seq, records[seq][1]) for seq in range(low, high + 1) if seq in records),
+                key=lambda member: member[0],
+            )
+            found.append(
+                StoredGroup(
+                    group=self._group(row[:-2]),
+                    example=examples.get(row[1]),
+                    rollouts=tuple(record for _, _, record in members),
+                    seqs=tuple(seq for _, seq, _ in members),
+                )
+            )
+        return found
+
+    def _examples_by_id(self, wanted: set[str]) -> dict[str, Example]:
+        found: dict[str, Example] = {}
+        for part in chunks(sorted(wanted), SQL_PARAMETERS):
+            for example_id, payload, env in self._conn.execute(
+                f"SELECT example_id, payload, env FROM examples WHERE example_id IN ({','.join('?' * len(part))})",
+                part,
+            ):
+                found[example_id] = Example(example_id, orjson.loads(payload), env)
+        return found
 
     def rollouts(self, *, group_id: str | None = None, example_id: str | None = None) -> Iterator[RolloutRecord]:
         """Rollouts in the order they were stored, optionally of one group or example."""
@@ -192,8 +257,7 @@ class Run:
             where = "WHERE " + " OR ".join("r.seq BETWEEN ? AND ?" for _ in ranges)
             params = tuple(value for pair in ranges for value in pair)
         cursor = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} {where}"
-            " ORDER BY r.seq",
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} {where} ORDER BY r.seq",
             params,
         )
         while rows := cursor.fetchmany(chunk):
@@ -204,9 +268,9 @@ class Run:
     ) -> Iterator[list[tuple[Any, ...]]]:
         """Raw rows (``ROLLOUT_COLUMNS``) whose ``seq`` lies in ``[first, last]``, in chunks; without
         ``env``, the env column is ``NULL`` (each rollout's example is not looked up)."""
-        columns, source = (ROLLOUT_COLUMNS, ROLLOUT_SOURCE) if env else (_BARE_COLUMNS, _BARE_SOURCE)
+        columns = ROLLOUT_COLUMNS if env else _BARE_COLUMNS
         cursor = self._conn.execute(
-            f"SELECT {columns} FROM {source} WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq", (first, last)
+            f"SELECT {columns} FROM {ROLLOUT_SOURCE} WHERE r.seq BETWEEN ? AND ? ORDER BY r.seq", (first, last)
         )
         while rows := cursor.fetchmany(chunk):
             yield rows
@@ -228,8 +292,7 @@ class Run:
 
     def rollout(self, rollout_id: str) -> RolloutRecord:
         row = self._conn.execute(
-            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE}"
-            " WHERE r.rollout_id = ?",
+            f"SELECT {ROLLOUT_COLUMNS} FROM {ROLLOUT_SOURCE} WHERE r.rollout_id = ?",
             (rollout_id,),
         ).fetchone()
         if row is None:
@@ -373,5 +436,5 @@ def _record(
         sampling=_codec.decode(sampling) if sampling else None,
         scored=bool(scored),
         trace_id=trace,
-        env=env if env is not None else env_label,
+        env=labelled(env, env_label),
     )

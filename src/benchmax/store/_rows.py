@@ -51,75 +51,16 @@ class _Rows:
             self.logs.append(self._log(None, group.group_id, entry))
         costs = group.costs or (None,) * len(group.outcomes)
         for sample, outcome, cost in zip(group.sample_indices, group.outcomes, costs, strict=True):
-            if cost is not None:
-                self.costs.append(
-                    (seq, cost.usd, cost.requests, cost.cache_hits, self._text(dumps([dict(c) for c in cost.calls])))
-                )
-            rewards = {self._text(str(name)): float(value) for name, value in outcome.rewards.items()}
-            scored = is_scored(outcome.termination_reason, rewards, outcome.scoring_error)
-            total = sum(rewards.values()) if rewards else None
-            usage = outcome.usage
-            calls = sum(turn.tool_calls for turn in outcome.turns)
-            final_text = self._text(completion_text(outcome.messages))
-            error = self._text(outcome.error)
-            rollout_id = self._text(outcome.rollout_id)
-            self.rollouts.append(
-                (
-                    seq,
-                    rollout_id,
-                    self._text(group.group_id),
-                    self._text(group.example_id),
-                    sample,
-                    group.step,
-                    group.batch,
-                    outcome.split,
-                    self._text(outcome.termination_reason),
-                    error,
-                    int(scored),
-                    total,
-                    usage.prompt_tokens,
-                    usage.completion_tokens,
-                    len(outcome.turns),
-                    calls,
-                    outcome.started_at,
-                    outcome.ended_at,
-                    outcome.seconds,
-                    final_text,
-                    outcome.trace_id,
-                )
-            )
-            self.transcripts.append(
-                (
-                    seq,
-                    _codec.pack(outcome.messages),
-                    _codec.pack(outcome.turns),  # orjson writes the slotted dataclasses as asdict() would
-                    _codec.pack(asdict(outcome.sampling)) if outcome.sampling is not None else None,
-                )
-            )
-            self.search.append(
-                (
-                    seq,
-                    final_text,
-                    error or "",
-                    self._text(_codec.search_text(outcome.messages)),
-                    f"{rollout_id} {self._text(group.example_id)}",
-                )
-            )
-            self.turn_rewards.extend(
-                (seq, self._text(name), value_sum, count) for name, (value_sum, count) in _turn_sums(outcome).items()
-            )
+            total, scored, calls, rewards = self._add_rollout(group, sample, outcome, cost, seq)
             for name, value in rewards.items():
-                self.rewards.append((seq, name, value))
                 components.add(name)
                 total_count = sums.setdefault(name, [0.0, 0])
                 total_count[0] += value
                 total_count[1] += 1
-            for entry in outcome.logs:
-                self.logs.append(self._log(rollout_id, group.group_id, entry))
             totals.append(total if total is not None else 0.0)
             failed += not scored
-            prompt += usage.prompt_tokens
-            completion += usage.completion_tokens
+            prompt += outcome.usage.prompt_tokens
+            completion += outcome.usage.completion_tokens
             turns += len(outcome.turns)
             tool_calls += calls
             seconds += outcome.seconds
@@ -159,6 +100,74 @@ class _Rows:
         example = self._text(group.example_id)
         self.example_components.extend((example, name, total, count) for name, (total, count) in sums.items())
         return seq
+
+    def _add_rollout(
+        self, group: GroupWrite, sample: int, outcome: RolloutOutcome, cost: Any, seq: int
+    ) -> tuple[float | None, bool, int, dict[str, float]]:
+        """One rollout's rows (its row, transcript, search text, rewards, logs and cost), numbered
+        ``seq``; returns its total reward, whether it was scored, its tool calls and its rewards."""
+        if cost is not None:
+            self.costs.append(
+                (seq, cost.usd, cost.requests, cost.cache_hits, self._text(dumps([dict(c) for c in cost.calls])))
+            )
+        rewards = {self._text(str(name)): float(value) for name, value in outcome.rewards.items()}
+        scored = is_scored(outcome.termination_reason, rewards, outcome.scoring_error)
+        total = sum(rewards.values()) if rewards else None
+        usage = outcome.usage
+        calls = sum(turn.tool_calls for turn in outcome.turns)
+        final_text = self._text(completion_text(outcome.messages))
+        error = self._text(outcome.error)
+        rollout_id = self._text(outcome.rollout_id)
+        self.rollouts.append(
+            (
+                seq,
+                rollout_id,
+                self._text(group.group_id),
+                self._text(group.example_id),
+                sample,
+                group.step,
+                group.batch,
+                outcome.split,
+                self._text(outcome.termination_reason),
+                error,
+                int(scored),
+                total,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                len(outcome.turns),
+                calls,
+                outcome.started_at,
+                outcome.ended_at,
+                outcome.seconds,
+                final_text,
+                outcome.trace_id,
+            )
+        )
+        self.transcripts.append(
+            (
+                seq,
+                _codec.pack(outcome.messages),
+                _codec.pack(outcome.turns),  # orjson writes the slotted dataclasses as asdict() would
+                _codec.pack(asdict(outcome.sampling)) if outcome.sampling is not None else None,
+            )
+        )
+        self.search.append(
+            (
+                seq,
+                final_text,
+                error or "",
+                self._text(_codec.search_text(outcome.messages)),
+                f"{rollout_id} {self._text(group.example_id)}",
+            )
+        )
+        self.turn_rewards.extend(
+            (seq, self._text(name), value_sum, count) for name, (value_sum, count) in _turn_sums(outcome).items()
+        )
+        for name, value in rewards.items():
+            self.rewards.append((seq, name, value))
+        for entry in outcome.logs:
+            self.logs.append(self._log(rollout_id, group.group_id, entry))
+        return total, scored, calls, rewards
 
     def _log(self, rollout_id: str | None, group_id: str, entry: LogEntry) -> tuple[Any, ...]:
         return (

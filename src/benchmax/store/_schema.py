@@ -415,6 +415,11 @@ def ensure_env_totals(conn: sqlite3.Connection) -> None:
         if began:
             conn.execute("ROLLBACK")
         raise
+def example_env(alias: str) -> str:
+    """The one way the store names a row's env in SQL: its example's ``env``, for ``alias`` (a table
+    with an ``example_id`` column). ``NULL`` in a run of one env, whose rows readers name by the
+    run's own env (:func:`benchmax.store._meta.labelled`)."""
+    return f"(SELECT e.env FROM examples AS e WHERE e.example_id = {alias}.example_id)"
 
 
 def has_example_env(conn: sqlite3.Connection, schema: str = "main") -> bool:

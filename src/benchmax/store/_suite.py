@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmax.store._figures import _in_snapshot
-from benchmax.store._schema import has_env_totals, has_example_env
+from benchmax.store._schema import example_env, has_env_totals, has_example_env
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,28 +80,26 @@ def env_figures(conn: sqlite3.Connection, label: str | None) -> tuple[EnvFigures
     in name order."""
     if has_env_totals(conn):
         return _kept_figures(conn, label)
-    env = "COALESCE(e.env, ?)"
     rows = {
         name: (rollouts, failed, passed)
         for name, rollouts, failed, passed in conn.execute(
-            f"SELECT {env}, SUM(f.rollouts), SUM(f.failed), SUM(f.passed) FROM example_figures AS f"
-            " LEFT JOIN examples AS e ON e.example_id = f.example_id WHERE f.rollouts > 0 GROUP BY 1",
+            f"SELECT COALESCE({example_env('f')}, ?), SUM(f.rollouts), SUM(f.failed), SUM(f.passed)"
+            " FROM example_figures AS f WHERE f.rollouts > 0 GROUP BY 1",
             (label,),
         ).fetchall()
     }
     groups = {
         name: (count, signal, none)
         for name, count, signal, none in conn.execute(
-            f"SELECT {env}, COUNT(*), COALESCE(SUM(g.size > 1 AND g.low < g.high), 0),"
-            " COALESCE(SUM(g.size > 1 AND g.low = g.high), 0) FROM groups AS g"
-            " LEFT JOIN examples AS e ON e.example_id = g.example_id GROUP BY 1",
+            f"SELECT COALESCE({example_env('g')}, ?), COUNT(*), COALESCE(SUM(g.size > 1 AND g.low < g.high), 0),"
+            " COALESCE(SUM(g.size > 1 AND g.low = g.high), 0) FROM groups AS g GROUP BY 1",
             (label,),
         ).fetchall()
     }
     components: dict[str | None, dict[str, float]] = {}
     for name, component, total, count in conn.execute(
-        f"SELECT {env}, c.component, SUM(c.value_sum), SUM(c.count) FROM example_components AS c"
-        " LEFT JOIN examples AS e ON e.example_id = c.example_id GROUP BY 1, 2",
+        f"SELECT COALESCE({example_env('c')}, ?), c.component, SUM(c.value_sum), SUM(c.count)"
+        " FROM example_components AS c GROUP BY 1, 2",
         (label,),
     ).fetchall():
         if count:

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.errors import BenchmaxError
+from benchmax.loading import EnvSpec
 from benchmax.mix import MixSpec
+from benchmax.runner import target_fields
 from benchmax.telemetry import TelemetrySettings
 from benchmax.train import _model as model_loading
 from benchmax.train._eval import EvalSummary
@@ -131,6 +133,16 @@ class TrainConfig:
                 "async_steps needs num_iterations=1 (one optimisation pass per batch, the importance "
                 "weights are taken against the model at that pass); set async_steps=0 to use num_iterations"
             )
+
+    @classmethod
+    def of(cls, env: EnvSpec | MixSpec, **options: Any) -> TrainConfig:
+        """A training run of ``env``, typed: one env or a mixture (:func:`target_fields`)."""
+        return cls(**target_fields(env), **options)
+
+    @property
+    def target(self) -> EnvSpec | MixSpec:
+        """What the training run runs, typed: the mixture, or the one env with its kwargs."""
+        return self.mix if self.mix is not None else EnvSpec(self.env, self.env_kwargs)
 
     @property
     def passes_per_batch(self) -> int:

@@ -30,44 +30,18 @@ each rollout's own tokens.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
+from benchmax.train._importance import importance_weights
 from benchmax.train._prefix import prefix_logps
-
-IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-
-
-def importance_weights(
-    log_ratio: torch.Tensor, mask: torch.Tensor, *, mode: str, cap: float | None, floor: float | None = None
-) -> torch.Tensor:
-    """TRL's vLLM importance weights from ``log pi_theta - log pi_sampler`` per token.
-
-    ``*_truncate`` clamps the ratio to ``[floor, cap]``, ``*_mask`` zeroes it
-    outside; ``sequence_*`` uses one ratio per sequence (the product over its
-    tokens). NaN logprobs (unknown) count as ratio 1. Shape: (B, T) for token
-    modes, (B, 1) for sequence modes.
-    """
-    if mode not in IS_MODES:
-        raise ValueError(f"importance sampling mode must be one of {', '.join(IS_MODES)}, got {mode!r}")
-    diff = torch.nan_to_num(log_ratio * mask, nan=0.0)
-    if mode.startswith("sequence"):
-        diff = diff.sum(dim=-1, keepdim=True)
-    ratio = torch.exp(diff)
-    if mode.endswith("truncate"):
-        return torch.clamp(ratio, min=floor, max=cap)
-    low = floor if floor is not None else -math.inf
-    high = cap if cap is not None else math.inf
-    return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+from benchmax.train._rows import add_sequence_rows
 
 
 def trainer_class() -> type:
     """The trainer class (built lazily: importing TRL loads torch and transformers)."""
     from trl import GRPOTrainer
-
-    from benchmax.train._rows import add_sequence_rows
 
     class BenchmaxGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         """``GRPOTrainer`` plus the off-policy weights of in-process generation and their metrics."""
@@ -180,19 +154,9 @@ def trainer_class() -> type:
             mask = mask.to(logps.dtype)
             log_ratio = logps.detach() - sampling
             known = mask.bool() & ~torch.isnan(sampling)
-            mode = "train" if self.model.training else "eval"
             if known.any():
-                values = log_ratio[known]
-                ratio = torch.exp(values)
-                cap = self.args.vllm_importance_sampling_clip_max
-                metrics = self._metrics[mode]
-                metrics["is_ratio/mean"].append(ratio.mean().item())
-                metrics["is_ratio/min"].append(ratio.min().item())
-                metrics["is_ratio/max"].append(ratio.max().item())
-                if cap is not None:
-                    metrics["is_ratio/truncated"].append((ratio > cap).float().mean().item())
-                metrics["kl/sampler"].append((torch.expm1(values) - values).mean().item())
-                metrics["tokens/logprob_diff_max"].append(values.abs().max().item())
+                mode = "train" if self.model.training else "eval"
+                _log_ratio_figures(self._metrics[mode], log_ratio[known], self.args.vllm_importance_sampling_clip_max)
             if not self.benchmax_correct or getattr(self, "use_vllm", False):
                 return
             weights = importance_weights(
@@ -209,3 +173,16 @@ def trainer_class() -> type:
             inputs["advantages"] = advantages * weights
 
     return BenchmaxGRPOTrainer
+
+
+def _log_ratio_figures(metrics: Any, values: torch.Tensor, cap: float | None) -> None:
+    """The step's figures of ``log pi_theta - log pi_sampler`` over its known tokens: the IS
+    ratio's mean, min, max and truncated share, the k3 KL(pi_sampler || pi_theta), the largest gap."""
+    ratio = torch.exp(values)
+    metrics["is_ratio/mean"].append(ratio.mean().item())
+    metrics["is_ratio/min"].append(ratio.min().item())
+    metrics["is_ratio/max"].append(ratio.max().item())
+    if cap is not None:
+        metrics["is_ratio/truncated"].append((ratio > cap).float().mean().item())
+    metrics["kl/sampler"].append((torch.expm1(values) - values).mean().item())
+    metrics["tokens/logprob_diff_max"].append(values.abs().max().item())

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from benchmax.train._rollouts import RolloutBatch, RolloutBridge
+Batch = TypeVar("Batch")
+Made = TypeVar("Made", covariant=True)
 
 
-class StepPipeline:
+class StepSource(Protocol[Made]):
+    """What makes a step's rollouts: the trainer's ``RolloutBridge`` (its ``RolloutBatch``)."""
+
+    @property
+    def async_steps(self) -> int: ...
+
+    async def make_step(self, step: int, groups: int, group_size: int) -> Made: ...
+
+
+class StepPipeline(Generic[Batch]):
     """Generates training steps in order, at most ``async_steps`` ahead of the trainer.
 
     Step ``first_step + j`` may start generating once the trainer has asked for
@@ -21,7 +30,7 @@ class StepPipeline:
     """
 
     def __init__(
-        self, bridge: RolloutBridge, groups: int, group_size: int, *, first_step: int, last_step: int | None
+        self, bridge: StepSource[Batch], groups: int, group_size: int, *, first_step: int, last_step: int | None
     ) -> None:
         self.bridge = bridge
         self.groups = groups
@@ -30,11 +39,11 @@ class StepPipeline:
         self.last_step = last_step if last_step is not None and last_step >= first_step else None
         self.asked = first_step - 1
         """The latest step the trainer asked for."""
-        self._ready: dict[int, asyncio.Future[RolloutBatch]] = {}
+        self._ready: dict[int, asyncio.Future[Batch]] = {}
         self._changed: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def take(self, step: int) -> RolloutBatch:
+    async def take(self, step: int) -> Batch:
         if step != self.asked + 1:
             raise ValueError(f"training asked for step {step} after step {self.asked}; steps must come in order")
         if self._changed is None:
@@ -62,7 +71,7 @@ class StepPipeline:
     def _may_start(self, oldest: int) -> bool:
         return self.asked >= oldest
 
-    def _future(self, step: int) -> asyncio.Future[RolloutBatch]:
+    def _future(self, step: int) -> asyncio.Future[Batch]:
         future = self._ready.get(step)
         if future is None:
             future = asyncio.get_running_loop().create_future()

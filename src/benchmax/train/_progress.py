@@ -7,16 +7,13 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from benchmax.train._envs import envs_from_logs, without_env_keys
 from benchmax.train._plot import reward_curve
 from benchmax.train._report import step_report
-
-if TYPE_CHECKING:
-    from benchmax.train._trainer import TrainingSession
 
 logger = logging.getLogger("benchmax.train")
 
@@ -25,9 +22,7 @@ CURVES = "curves"
 METRICS = "metrics.jsonl"
 
 
-def _write_logs(
-    run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True
-) -> Path | None:
+def write_logs(run_dir: Path, history: Sequence[Mapping[str, Any]], *, title: str, plot: bool = True) -> Path | None:
     with (run_dir / METRICS).open("wb") as handle:
         for entry in history:
             handle.write(orjson.dumps(dict(entry), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
@@ -40,7 +35,7 @@ def _callback_base() -> type:
     return TrainerCallback
 
 
-class _RunLogCallback(_callback_base()):  # type: ignore[misc]
+class RunLogCallback(_callback_base()):  # type: ignore[misc]
     """Keeps ``metrics.jsonl`` and the reward curve current at every log and save."""
 
     def __init__(self, run_dir: Path, title: str, max_minutes: float | None = None) -> None:
@@ -69,7 +64,17 @@ class _RunLogCallback(_callback_base()):  # type: ignore[misc]
         _write_logs_quiet(self.run_dir, state.log_history, self.title, plot=not stopping)
 
 
-class _StepCallback(_callback_base()):  # type: ignore[misc]
+class StepSession(Protocol):
+    """What :class:`StepCallback` reads of the trainer's ``TrainingSession``."""
+
+    bridge: Any
+    run_session: Any
+    components: Any
+    envs: Any
+    reporter: Any
+
+
+class StepCallback(_callback_base()):  # type: ignore[misc]
     """At each step's log: the step's figures into the run store and one line for a person.
 
     The run store's ``steps`` row holds every figure TRL and the bridge logged
@@ -80,7 +85,7 @@ class _StepCallback(_callback_base()):  # type: ignore[misc]
     flat ``env/<name>/...`` keys.
     """
 
-    def __init__(self, session: TrainingSession) -> None:
+    def __init__(self, session: StepSession) -> None:
         self.session = session
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
@@ -123,6 +128,6 @@ def _plain_number(value: Any) -> bool:
 def _write_logs_quiet(run_dir: Path, history: Sequence[Mapping[str, Any]], title: str, *, plot: bool) -> None:
     """Progress files must never stop a training step."""
     try:
-        _write_logs(run_dir, history, title=title, plot=plot)
+        write_logs(run_dir, history, title=title, plot=plot)
     except Exception:
         logger.exception("writing %s failed", run_dir / METRICS)

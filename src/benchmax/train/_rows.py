@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from benchmax.train._importance import importance_weights
 from benchmax.train._sequences import TokenSequence
 
 PER_TOKEN_KEYS = ("sampling_per_token_logps", "old_per_token_logps", "ref_per_token_logps")
@@ -107,8 +108,6 @@ def _model_logps(trainer: Any, output: dict[str, Any], new: dict[str, torch.Tens
                 raise ValueError("the reference model's logprobs of a rollout's further sequences need a ref_model")
             new[key] = trainer._get_per_token_logps_and_entropies(model, ids, attention, keep, batch_size=size)[0]
     if "importance_sampling_ratio" in output:
-        from benchmax.train._grpo import importance_weights
-
         mask = new["completion_mask"] * new.get("tool_mask", torch.ones_like(new["completion_mask"]))
         new["importance_sampling_ratio"] = importance_weights(
             new["old_per_token_logps"] - new["sampling_per_token_logps"],

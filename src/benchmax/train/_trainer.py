@@ -33,10 +33,10 @@ from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_a
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
-from benchmax.train._progress import CURVES, _StepCallback, _write_logs
+from benchmax.train._progress import CURVES, StepCallback, write_logs
 from benchmax.train._report import StepReport
 from benchmax.train._rollouts import RolloutBridge
-from benchmax.train._trl import CHECKPOINTS, _loadable_by_vllm, _trainer, freeze_below
+from benchmax.train._trl import CHECKPOINTS, freeze_below, grpo_trainer, loadable_by_vllm
 from benchmax.train._vllm import vllm_policy
 
 logger = logging.getLogger("benchmax.train")
@@ -113,7 +113,7 @@ def train(
 def run(session: TrainingSession) -> TrainResult:
     checkpoints = session.run_dir / CHECKPOINTS
     resume = session.config.resume and any(checkpoints.glob("checkpoint-*"))
-    reporter = _StepCallback(session)
+    reporter = StepCallback(session)
     session.trainer.add_callback(reporter)
     before = after = None
     if session.run_session is None:
@@ -136,7 +136,7 @@ def run(session: TrainingSession) -> TrainResult:
             )
     history = tuple(session.trainer.state.log_history)
     title = f"{session.config.env} · {session.config.model}"
-    curve = _write_logs(session.run_dir, history, title=title)
+    curve = write_logs(session.run_dir, history, title=title)
     curves = tuple(component_curves(history, session.run_dir / CURVES, title=title))
     curves += tuple(env_curves(history, session.run_dir / CURVES, title=title))
     return TrainResult(
@@ -211,35 +211,7 @@ def build(
     from dataclasses import replace
 
     config = replace(config or TrainConfig(), **overrides)
-    mix: EnvMix | None = None
-    if isinstance(env, EnvMix):
-        env_obj, owns_env, mix = env, False, env
-        spec_name = config.env or "+".join(member.name for member in env.members)
-        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
-        if config.mix is None:
-            config = replace(config, mix=_mix_spec(env))
-    elif isinstance(env, BaseEnv):
-        env_obj, owns_env = env, False
-        spec_name = config.env or type(env).__name__
-        places = (Path(config.data_dir or Path.cwd()),)
-    elif config.mix is not None:
-        if env:
-            raise TrainError(f"give the env {env!r} or the mixture (config.mix), not both")
-        # loaded first, before the model: an env that fails to load names itself and nothing is created
-        loader = LoopThread(name="benchmax-mix-load")
-        try:
-            env_obj = mix = loader.run(EnvMix.load(config.mix))
-        finally:
-            loader.close()
-        owns_env = True
-        spec_name = config.env or "+".join(member.name for member in config.mix.members)
-        places = (Path.cwd(),)
-    else:
-        spec_name = env or config.env
-        if not spec_name:
-            raise TrainError("no environment given: pass ENV (path/to/env.py[:Class], module:Class or a directory)")
-        env_obj, places = _load_env(spec_name, config)
-        owns_env = True
+    env_obj, owns_env, mix, spec_name, places, config = _train_env(env, config)
     config = replace(config, env=spec_name)
     if config.async_steps is None:
         steps, why = _auto_async_steps(config)
@@ -286,58 +258,13 @@ def build(
             sampling=sampling,
         )
         run_session, first_batch = _run_session(run_dir, config, dataset, origin)
-        bridge = RolloutBridge(
-            engine=engine,
-            examples=examples,
-            tokenizer=tokenizer,
-            base_url=POLICY_URL,
-            model=config.model,
-            sampling=sampling,
-            session=run_session,
-            loop=loop,
-            policy=policy,
-            first_batch=first_batch,
-            example_index={example.id: index for index, example in enumerate(dataset)},
-            weights=dict(config.weights),
-            drop_unscorable=config.drop_unscorable,
-            dead_groups=config.dead_groups,
-            max_refill=config.max_refill,
-            async_steps=config.async_steps,
-            group_size=config.group_size,
-            concurrency=config.concurrency,
-            seed=config.seed + first_batch,
-        )
+        bridge = _bridge(config, engine, dataset, examples, tokenizer, sampling, run_session, loop, policy, first_batch)
         components = _components(config, bridge, dataset)
         bridge.known_components = frozenset(components)
         if config.vllm == "colocate":
-            _loadable_by_vllm(model, tokenizer, run_dir)
-        trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
-        probe_policy = None
-        if config.vllm is not None:
-            probe_policy, policy = policy, vllm_policy(
-                trainer,
-                tokenizer,
-                default_max_tokens=config.max_tokens,
-                batch_window=config.batch_window,
-                extra=config.vllm_sampling,
-            )
-            engine.clients.register(POLICY_URL, policy)
-            bridge.policy = policy
-            bridge.before_step = _vllm_sync(trainer, policy, asynchronous=config.async_steps > 0)
-        elif config.async_steps:
-            # generation runs from a copy of its own while the trainer updates the model
-            generator = copy.deepcopy(model)
-            generator.requires_grad_(False)
-            loop.run(policy.aclose())
-            policy.close()
-            policy = InProcessPolicy(
-                generator, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
-            )
-            engine.clients.register(POLICY_URL, policy)
-            bridge.policy = policy
-            bridge.before_step = partial(_stage, policy)
-        else:
-            bridge.before_step = partial(_set_version, policy)
+            loadable_by_vllm(model, tokenizer, run_dir)
+        trainer = grpo_trainer(config, model, tokenizer, bridge, components, examples, run_dir)
+        policy, probe_policy = _generation_policy(config, trainer, model, tokenizer, policy, engine, bridge, loop)
     except BaseException as exc:
         if owns_env:
             _close_quietly(loop, env_obj)
@@ -367,6 +294,122 @@ def build(
         envs=tuple(sorted({example.env for example in dataset if example.env is not None})),
         telemetry=telemetry,
     )
+
+
+def _bridge(
+    config: TrainConfig,
+    engine: Engine | LocalExecutor,
+    dataset: list[Any],
+    examples: dict[str, Any],
+    tokenizer: Any,
+    sampling: SamplingParams,
+    run_session: Any,
+    loop: LoopThread,
+    policy: InProcessPolicy,
+    first_batch: int,
+) -> RolloutBridge:
+    """The bridge between TRL's steps and the engine's groups, set up as the config asks."""
+    return RolloutBridge(
+        engine=engine,
+        examples=examples,
+        tokenizer=tokenizer,
+        base_url=POLICY_URL,
+        model=config.model,
+        sampling=sampling,
+        session=run_session,
+        loop=loop,
+        policy=policy,
+        first_batch=first_batch,
+        example_index={example.id: index for index, example in enumerate(dataset)},
+        weights=dict(config.weights),
+        drop_unscorable=config.drop_unscorable,
+        dead_groups=config.dead_groups,
+        max_refill=config.max_refill,
+        async_steps=config.async_steps,
+        group_size=config.group_size,
+        concurrency=config.concurrency,
+        seed=config.seed + first_batch,
+    )
+
+
+def _train_env(
+    env: str | BaseEnv | EnvMix, config: TrainConfig
+) -> tuple[Any, bool, EnvMix | None, str, tuple[Path, ...], TrainConfig]:
+    """The env trained on (given, or loaded from its spec or the config's mixture), whether the
+    session owns it, its mixture, its name, where its data is read, and the config naming its mixture."""
+    from dataclasses import replace
+
+    mix: EnvMix | None = None
+    if isinstance(env, EnvMix):
+        env_obj, owns_env, mix = env, False, env
+        spec_name = config.env or "+".join(member.name for member in env.members)
+        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
+        if config.mix is None:
+            config = replace(config, mix=_mix_spec(env))
+    elif isinstance(env, BaseEnv):
+        env_obj, owns_env = env, False
+        spec_name = config.env or type(env).__name__
+        places = (Path(config.data_dir or Path.cwd()),)
+    elif config.mix is not None:
+        if env:
+            raise TrainError(f"give the env {env!r} or the mixture (config.mix), not both")
+        # loaded first, before the model: an env that fails to load names itself and nothing is created
+        loader = LoopThread(name="benchmax-mix-load")
+        try:
+            env_obj = mix = loader.run(EnvMix.load(config.mix))
+        finally:
+            loader.close()
+        owns_env = True
+        spec_name = config.env or "+".join(member.name for member in config.mix.members)
+        places = (Path.cwd(),)
+    else:
+        spec_name = env or config.env
+        if not spec_name:
+            raise TrainError("no environment given: pass ENV (path/to/env.py[:Class], module:Class or a directory)")
+        env_obj, places = _load_env(spec_name, config)
+        owns_env = True
+    return env_obj, owns_env, mix, spec_name, places, config
+
+
+def _generation_policy(
+    config: TrainConfig,
+    trainer: Any,
+    model: Any,
+    tokenizer: Any,
+    policy: InProcessPolicy,
+    engine: Engine | LocalExecutor,
+    bridge: RolloutBridge,
+    loop: LoopThread,
+) -> tuple[TokenPolicy, TokenPolicy | None]:
+    """The policy that generates the rollouts (TRL's vLLM, a copy of the model one step ahead, or the
+    model itself), registered for the engine and the bridge; and the in-process one vLLM replaced."""
+    probe_policy = None
+    if config.vllm is not None:
+        probe_policy, policy = policy, vllm_policy(
+            trainer,
+            tokenizer,
+            default_max_tokens=config.max_tokens,
+            batch_window=config.batch_window,
+            extra=config.vllm_sampling,
+        )
+        engine.clients.register(POLICY_URL, policy)
+        bridge.policy = policy
+        bridge.before_step = _vllm_sync(trainer, policy, asynchronous=config.async_steps > 0)
+    elif config.async_steps:
+        # generation runs from a copy of its own while the trainer updates the model
+        generator = copy.deepcopy(model)
+        generator.requires_grad_(False)
+        loop.run(policy.aclose())
+        policy.close()
+        policy = InProcessPolicy(
+            generator, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
+        )
+        engine.clients.register(POLICY_URL, policy)
+        bridge.policy = policy
+        bridge.before_step = partial(_stage, policy)
+    else:
+        bridge.before_step = partial(_set_version, policy)
+    return policy, probe_policy
 
 
 def _mix_spec(mix: EnvMix) -> MixSpec | None:

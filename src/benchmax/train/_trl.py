@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmax.train._config import TrainConfig, TrainError
 from benchmax.train._grpo import trainer_class
-from benchmax.train._progress import _RunLogCallback
+from benchmax.train._progress import RunLogCallback
 from benchmax.train._rewards import component_reward
 from benchmax.train._rollouts import RolloutBridge
 
@@ -40,7 +40,7 @@ def freeze_below(model: Any, layers: int) -> None:
         norm.requires_grad_(True)
 
 
-def _trainer(
+def grpo_trainer(
     config: TrainConfig,
     model: Any,
     tokenizer: Any,
@@ -105,7 +105,7 @@ def _trainer(
         train_dataset=ArrowDataset.from_dict({"prompt": list(examples)}),
         processing_class=tokenizer,
         rollout_func=bridge,
-        callbacks=[_RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
+        callbacks=[RunLogCallback(run_dir, f"{config.env} · {config.model}", config.max_minutes)],
     )
     trainer.benchmax_correct = config.passes_per_batch == 1
     trainer.benchmax_credit = config.credit
@@ -122,7 +122,7 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _loadable_by_vllm(model: Any, tokenizer: Any, run_dir: Path) -> None:
+def loadable_by_vllm(model: Any, tokenizer: Any, run_dir: Path) -> None:
     """Colocated vLLM loads the policy from ``model.name_or_path``: a model read
     from a GGUF file (the embedded one) or built in memory has no such
     directory, so its starting weights are written into the run dir first."""

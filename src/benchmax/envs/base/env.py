@@ -19,19 +19,25 @@ from typing import Any
 # 0.2.5 also exposed these names at this path (imported there); code may import them from it.
 from benchmax.auth import ModelRequestContext  # noqa: F401
 from benchmax.envs._errors import EnvDefinitionError
-from benchmax.envs._records import TurnRecord, Usage, total_usage
-from benchmax.envs._response import EnvResponse
-from benchmax.envs._runtime import close_default_engine, engine_for
-from benchmax.envs._termination import settle_termination_reason  # noqa: F401
-from benchmax.envs._types import DatasetSplit, JsonRow, Messages, RewardMap, Tool
-from benchmax.envs.dataset import Dataset
-from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import (
+from benchmax.envs._records import (
+    DatasetSplit,
     Example,
+    JsonRow,
+    Messages,
+    RewardMap,
     RolloutAttempt,
     RolloutFailure,  # noqa: F401
     RolloutRequest,
+    Tool,
+    TurnRecord,
+    Usage,
+    total_usage,
 )
+from benchmax.envs._response import EnvResponse
+from benchmax.envs._runtime import close_default_engine, engine_for
+from benchmax.envs._termination import settle_termination_reason  # noqa: F401
+from benchmax.envs.dataset import Dataset
+from benchmax.envs.environment import Environment
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
