@@ -35,7 +35,7 @@ from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
-from benchmax.runner._verdict import RunVerdict, judge_run
+from benchmax.runner._verdict import RunVerdict, judge_run, record_verdict
 from benchmax.store import Run, RunMeta, RunStats, StoreError
 from benchmax.telemetry import start_telemetry, stop_telemetry
 
@@ -47,7 +47,8 @@ class RunObserver(Protocol):
 
     def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None: ...
 
-    def on_group(self, result: GroupResult) -> None: ...
+    def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
+        """A group is stored; ``env`` names its env in a mixture (``None`` for a run of one env)."""
 
     def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None: ...
 
@@ -224,6 +225,7 @@ async def arun(
         stats = run.stats()
         cost = run.run_meta.cost
     verdict = judge_run(stats, config.max_failure_rate)
+    await asyncio.to_thread(record_verdict, run_dir, verdict)
     return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
 
 
@@ -457,7 +459,7 @@ async def _schedule(
             if spend.due():
                 await asyncio.to_thread(spend.store)
             if observer is not None:
-                observer.on_group(result)
+                observer.on_group(result, env=example.env)
             left_in_batch[batch] -= 1
             if per_batch is not None and left_in_batch[batch] == 0:
                 await asyncio.to_thread(session.close_batch, batch)

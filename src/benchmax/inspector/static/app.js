@@ -67,7 +67,13 @@
   }
   const pct = (value) => (value === null || value === undefined ? '—' : `${(100 * value).toFixed(1)}%`);
   const secs = (value) => (value === null || value === undefined ? '—' : value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(2)} s`);
-  const date = (ts) => (ts ? new Date(ts * 1000).toLocaleString('en-GB', { hour12: false }) : '—');
+  // ISO 8601 in the reader's time zone (2026-12-07 14:03:09): one order of day and month everywhere
+  const date = (ts) => {
+    if (!ts) return '—';
+    const d = new Date(ts * 1000);
+    const two = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  };
   const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
   // Dollars: unknown (a model without a price) is never shown as $0.
   const usd = (value) => (value === null || value === undefined ? 'unknown' : value >= 1 ? `$${value.toFixed(2)}` : `$${Number(value.toFixed(6))}`);
@@ -728,39 +734,59 @@
         provenancePanel(meta.provenance, meta.provenance_resumes));
     }
 
-    // what made the run: env code and data (hashed), benchmax, git, model and sampling
+    // what made the run: env code and data (hashed), benchmax, git, model and sampling; a mixture's
+    // code, data and git state are its envs' own (one line each, as the CLI's summary prints them)
     function provenancePanel(p, resumes) {
       if (!p || typeof p !== 'object') return null;
       const short = (digest) => (digest ? String(digest).slice(0, 12) : 'none');
-      const env = p.env || {};
-      const who = env.kind === 'package'
-        ? `${env.name} ${env.version} (package ${env.distribution}, ${env.entry_point})`
-        : String(env.path || env.class || env.spec || '—');
-      const code = p.code || {};
-      const git = p.git;
-      const gitText = git ? `git ${String(git.commit || 'no commit').slice(0, 10)}${git.dirty ? ' (uncommitted changes)' : git.dirty === false ? ' (clean)' : ''}` : 'not in git';
-      const data = p.data || {};
-      const files = Array.isArray(data.files) ? data.files : [];
-      const hub = data.origin && data.origin.hub ? `hub ${data.origin.hub}@${data.origin.revision || 'default'} · ` : '';
-      const dataText = !p.data ? 'not recorded'
-        : files.length === 1 && data.count === 1 ? `${hub}${short(files[0].sha256)} ${String(files[0].path || '').split('/').pop()} (${bytes(files[0].size || 0)})`
-          : files.length ? `${hub}${short(data.sha256)} (${fmt(data.count)} files, ${bytes(data.bytes || 0)})` : `${hub}${data.source || ''}, no local files`;
+      const who = (record) => {
+        const env = record.env || {};
+        return env.kind === 'package'
+          ? `${env.name} ${env.version} (package ${env.distribution}, ${env.entry_point})`
+          : String(env.path || env.class || env.spec || '—');
+      };
+      const gitText = (record) => {
+        const git = record.git;
+        return git ? `git ${String(git.commit || 'no commit').slice(0, 10)}${git.dirty ? ' (uncommitted changes)' : git.dirty === false ? ' (clean)' : ''}` : 'not in git';
+      };
+      const codeText = (record) => {
+        const code = record.code || {};
+        return `${short(code.sha256)} (${fmt(code.files || 0)} files${code.truncated ? ', truncated' : ''}) · ${gitText(record)}`;
+      };
+      // the digest a person compares: a one-file dataset's is its file's (as the CLI prints it)
+      const dataDigest = (record) => {
+        const data = record.data || {};
+        const files = Array.isArray(data.files) ? data.files : [];
+        return files.length === 1 && data.count === 1 ? files[0].sha256 : data.sha256;
+      };
+      const dataText = (record) => {
+        const data = record.data || {};
+        const files = Array.isArray(data.files) ? data.files : [];
+        const hub = data.origin && data.origin.hub ? `hub ${data.origin.hub}@${data.origin.revision || 'default'} · ` : '';
+        return !record.data ? 'not recorded'
+          : files.length === 1 && data.count === 1 ? `${hub}${short(files[0].sha256)} ${String(files[0].path || '').split('/').pop()} (${bytes(files[0].size || 0)})`
+            : files.length ? `${hub}${short(data.sha256)} (${fmt(data.count)} files, ${bytes(data.bytes || 0)})` : `${hub}${data.source || ''}, no local files`;
+      };
+      const members = p.members && typeof p.members === 'object' ? Object.entries(p.members) : [];
       const endpoint = Array.isArray(p.endpoint) ? p.endpoint.join(', ') : String(p.endpoint || '—');
       const sampling = Object.entries(p.sampling || {}).map(([key, value]) => `${key}=${typeof value === 'object' ? JSON.stringify(value) : value}`).join(' ') || 'server defaults';
-      const rows = [
-        ['env', who],
-        ['code', `${short(code.sha256)} (${fmt(code.files || 0)} files${code.truncated ? ', truncated' : ''}) · ${gitText}`],
-        ['data', dataText],
+      const rows = members.length
+        ? [['env', `mixture of ${members.map(([name]) => name).join(', ')}`],
+          ...members.flatMap(([name, member]) => [[`${name}: env`, who(member)], [`${name}: code`, codeText(member)], [`${name}: data`, dataText(member)]])]
+        : [['env', who(p)], ['code', codeText(p)], ['data', dataText(p)]];
+      rows.push(
         ['model', `${p.model || '—'} at ${endpoint}`],
         ['sampling', sampling],
         ['benchmax', `${p.benchmax || '—'} (python ${p.python || '—'})`],
-      ];
+      );
       if (Array.isArray(p.inherited) && p.inherited.length) rows.push(['from source run', p.inherited.join(', ')]);
       for (const resume of Array.isArray(resumes) ? resumes : []) rows.push([`resumed ${date(resume.at)}`, (resume.changes || []).join('; ')]);
       const list = h('dl', { class: 'provenance' });
       for (const [key, value] of rows) list.append(h('dt', { text: key }), h('dd', { text: value }));
-      return h('details', { class: 'card provenance' },
-        h('summary', { text: `provenance · code ${short(code.sha256)} · data ${short(data.sha256)} · ${gitText}` }), list);
+      const summary = members.length
+        ? `provenance · ${members.length} envs · ${members.map(([name, member]) => `${name} code ${short((member.code || {}).sha256)}`).join(' · ')}`
+        : `provenance · code ${short((p.code || {}).sha256)} · data ${short(dataDigest(p))} · ${gitText(p)}`;
+      return h('details', { class: 'card provenance' }, h('summary', { text: summary }), list);
     }
 
     function outageNote(outages) {
