@@ -85,7 +85,8 @@ def test_a_mixtures_live_means_are_its_per_env_tables_one_line_per_env(tmp_path:
         for match in re.finditer(r"^mean (\S+) +(.*)$", result.stdout, re.MULTILINE)
     }
     with Run(tmp_path / "run") as run:
-        table = {str(env.env): {name: f"{mean:.3f}" for name, mean in env.components.items()} for env in run.stats().envs}
+        envs = run.stats().envs
+    table = {str(env.env): {name: f"{mean:.3f}" for name, mean in env.components.items()} for env in envs}
     assert set(table) == {"math", "format", "sql"}
     assert live == table, result.stdout
     assert 0 < float(live["format"]["brevity"]) < 1, "a mean a division by the wrong count would change"
