@@ -23,6 +23,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from benchmax.envs import truncate_text
@@ -118,7 +119,7 @@ async def run_command(
     readers = [
         asyncio.create_task(_feed(process, stdin)),
         asyncio.create_task(_read(process.stdout, stdout.add)),
-        asyncio.create_task(_read_lines(process.stderr, stderr)),
+        asyncio.create_task(_read_lines(process.stderr, stderr, program_file(argv, cwd))),
     ]
     timed_out = False
     try:
@@ -221,8 +222,9 @@ async def _read(stream: asyncio.StreamReader | None, add: Callable[[bytes], None
         add(chunk)
 
 
-async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
-    """Each line to the rollout's log as it comes, and to the bounded tail; a flood is dropped, not kept."""
+async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail, source: str) -> None:
+    """Each line to the rollout's log as it comes (so its time places it among the turns), and to
+    the bounded tail; a flood is dropped, not kept."""
     assert stream is not None
     pending = b""
     while chunk := await stream.read(65_536):
@@ -230,18 +232,33 @@ async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail) -> None:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            log_line(line)
+            log_line(line, source)
         if len(pending) > MAX_LINE_CHARS * 4:
-            log_line(pending)
+            log_line(pending, source)
             pending = b""
     if pending:
-        log_line(pending)
+        log_line(pending, source)
 
 
-def log_line(line: bytes) -> None:
+def program_file(argv: Sequence[str], cwd: str | None = None) -> str:
+    """What wrote an agent command's stderr, as its log records name it: the program's file
+    (``agent.py`` of ``python agent.py``, or the command itself when it is a file), else its name."""
+    base = Path(cwd or ".")
+    for part in (*argv[1:], *argv[:1]):
+        if part and not part.startswith("-") and (base / part).is_file():
+            return str((base / part).resolve())
+    return argv[0] if argv else "agent"
+
+
+def log_line(line: bytes, source: str = "agent") -> None:
+    """One line of an agent program's stderr as a log record of the rollout, attributed to the program
+    (``source``: its file), not to the benchmax code that read it."""
     text = line.decode("utf-8", "replace").rstrip("\r")
-    if text.strip():
-        stderr_logger.info("%s", truncate_text(text, MAX_LINE_CHARS))
+    if text.strip() and stderr_logger.isEnabledFor(logging.INFO):
+        record = stderr_logger.makeRecord(
+            stderr_logger.name, logging.INFO, source, 0, "%s", (truncate_text(text, MAX_LINE_CHARS),), None
+        )
+        stderr_logger.handle(record)
 
 
 class _Head:

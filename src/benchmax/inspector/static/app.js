@@ -1112,7 +1112,7 @@
         h('span', { class: 'lvl', text: log.level }),
         h('span', { class: 'muted', text: offset }),
         h('span', { class: 'logger', text: log.logger }),
-        log.file ? h('span', { class: 'where', text: `${log.file}:${log.line}` }) : null,
+        log.file ? h('span', { class: 'where', text: log.line ? `${log.file}:${log.line}` : log.file }) : null,  // an agent's stderr has no line
         // a group hook's records belong to no rollout, so to no turn: only their phase is shown
         h('span', { class: 'muted', text: log.rollout_id ? `turn ${log.turn} · ${log.phase}` : log.phase })),
       longText(log.message, 2000, 30),
