@@ -25,7 +25,16 @@ from typing import Any, Protocol
 from benchmax.auth import ModelAuth, StaticBearerAuth, bound_model_auth, redact_url
 from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
-from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
+from benchmax.envs import (
+    BaseEnv,
+    DatasetError,
+    EnvDefinitionError,
+    Environment,
+    Example,
+    RolloutRequest,
+    SamplingParams,
+    TerminationReason,
+)
 from benchmax.errors import BenchmaxError
 from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.mix import EnvMix
@@ -35,6 +44,7 @@ from benchmax.runner._executor import GroupExecutor, LocalExecutor
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
+from benchmax.runner._validate import code_at
 from benchmax.runner._verdict import RunVerdict, judge_run, record_verdict
 from benchmax.store import Run, RunMeta, RunStats, StoreError
 from benchmax.telemetry import start_telemetry, stop_telemetry
@@ -146,10 +156,13 @@ async def arun(
                 f"{type(env).__name__}.create_dataset({config.split!r}) returned no examples "
                 f"(data dir: {examples.base_dir})"
             )
+        executor = make_executor(config, env, prices, clients=clients)
+        try:  # the env's definition and tool schemas, checked before the run is announced or made
+            await executor.start()
+        except EnvDefinitionError as exc:
+            raise _located(exc, env) from exc
         if on_ready is not None:
             on_ready()
-        executor = make_executor(config, env, prices, clients=clients)
-        await executor.start()
         auth: ModelAuth | None = (
             StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else config.credentials
         )
@@ -245,6 +258,15 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
         config = RunConfig(env=f"{type(env).__module__}:{type(env).__qualname__}", **options)
         instance = env
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
+
+
+def _located(exc: EnvDefinitionError, env: Environment[Any, Any]) -> EnvDefinitionError:
+    """The error with the ``FILE:LINE`` of what it is about, as ``benchmax validate`` gives it:
+    the env's ``list_tools`` for a tool schema, else its class statement."""
+    if not isinstance(env, BaseEnv):
+        return exc
+    where = code_at(type(env), "list_tools" if ".list_tools()" in str(exc) else None)
+    return EnvDefinitionError(f"{where}: {exc}") if where else exc
 
 
 def _count(examples: Iterable[Example[Any]]) -> int:
