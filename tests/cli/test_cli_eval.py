@@ -316,6 +316,7 @@ def test_an_env_with_a_bad_tool_schema_is_refused_at_its_line_before_any_run_is_
 
     assert result.returncode == 2, result.stdout
     line = BAD_TOOL_ENV.splitlines().index("    async def list_tools(self):") + 1
-    assert f"error: {tmp_path / 'env.py'}:{line}: BadToolEnv.list_tools()[0] ('add'): invalid JSON Schema" in result.stdout
+    where = f"{tmp_path / 'env.py'}:{line}"
+    assert f"error: {where}: BadToolEnv.list_tools()[0] ('add'): invalid JSON Schema" in result.stdout
     assert "run:" not in result.stdout and "0/0" not in result.stdout, "no run was made, so none is announced"
     assert not (tmp_path / "runs").exists()
