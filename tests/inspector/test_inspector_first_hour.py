@@ -108,7 +108,9 @@ def test_a_mixtures_compare_page_shows_short_ids_and_fits(
     assert not view.errors
 
 
-def test_a_mixtures_provenance_names_each_envs_code_data_and_git_state(page: object, server: InspectorServer, root: Path) -> None:
+def test_a_mixtures_provenance_names_each_envs_code_data_and_git_state(
+    page: object, server: InspectorServer, root: Path
+) -> None:
     with Run(root / "mix-a") as run:
         members = run.meta["provenance"]["members"]
     open_view(page, server.base + "/runs/mix-a", "run")
