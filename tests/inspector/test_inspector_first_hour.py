@@ -6,6 +6,7 @@ The runs are made by the real CLI (``benchmax eval``) against the scripted serve
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -48,6 +49,11 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--run-dir", folder / "strict", "--no-progress", "--max-failure-rate", "0.1", timeout=300,
         )  # fmt: skip
         assert strict.returncode == 1, strict.stdout
+    chat = folder / "chat.jsonl"
+    messages = [{"role": "user", "content": "Capital of France?"}, {"role": "assistant", "content": "Paris"}]
+    chat.write_text(json.dumps({"messages": messages}) + "\n")
+    imported = run_cli("import", chat, "--env", EXAMPLES / "format", "-o", folder / "imported")
+    assert imported.returncode == 0, imported.stdout
     return folder
 
 
@@ -164,3 +170,23 @@ def test_a_mixtures_rollout_page_fits_a_phone_with_its_reward_table_whole(
     assert clipped == [], "no cell's content is cut off"
     assert SHORT.match(phone.locator("h3 a.id").inner_text())
     assert not phone.errors
+
+
+def test_an_imported_run_not_yet_scored_shows_no_pass_rate_or_reward_instead_of_zero(
+    page: object, server: InspectorServer
+) -> None:
+    open_view(page, server.base + "/", "runs")
+    row = page.locator("tbody tr", has=page.locator("a.run-link", has_text=re.compile("^imported$")))
+    expect(row.locator(".badge").first).to_have_text("completed · not scored yet (benchmax rescore)")
+    headers = [text.strip() for text in page.locator("table.grid thead th").all_text_contents()]
+    cells = row.locator("td").all_text_contents()
+    assert cells[headers.index("pass rate")].strip() == "—", dict(zip(headers, cells, strict=False))
+    open_view(page, server.base + "/runs/imported?tab=examples", "run")
+    table_answers(page, tab="examples")
+    headers = [text.strip() for text in page.locator(".tab-area table.grid thead th").all_text_contents()]
+    cells = page.locator(".tab-area table.grid tbody tr").first.locator("td").all_text_contents()
+    shown = dict(zip(headers, (cell.strip() for cell in cells), strict=False))
+    assert shown["pass rate"] == "—" and shown["mean reward"] == "—", shown
+    card = page.locator(".card", has_text="pass rate").first.inner_text()
+    assert "—" in card and "0.0%" not in card, card
+    assert not page.errors
