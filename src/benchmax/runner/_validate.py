@@ -395,6 +395,7 @@ async def _check_hooks(
         if not split_examples:
             continue
         rollouts: list[BaseRollout] = []
+        failed = False  # a reward hook's problem is reported as one: then no "ran" note for the split
         for index, example in enumerate(split_examples):
             rollout_id = f"validate/{split}/{index}"
             payload = example.payload
@@ -420,10 +421,12 @@ async def _check_hooks(
                         rewards = await env.compute_reward(rollout)
                         problem = _reward_problem(rewards)
                         if problem is not None:
+                            failed = True
                             findings.add(code_at(cls, hook) or name, f"{name}.{hook}: {problem}", f"{split} {index}")
                     hook, attribute = "rollout_context (on exit)", "rollout_context"
             except Exception as exc:
                 context_works = context_works and attribute != "rollout_context"
+                failed = failed or attribute == "compute_reward"
                 at = code_at(cls, attribute) or name
                 findings.add(at, f"{name}.{hook}: raised {type(exc).__name__}: {exc}{_frame(exc)}", f"{split} {index}")
                 continue
@@ -434,9 +437,11 @@ async def _check_hooks(
             try:
                 value = await env.compute_group_rewards(rollouts)
             except Exception as exc:
+                failed = True
                 report.problem(at, f"{label} ({split}): raised {type(exc).__name__}: {exc}{_frame(exc)}")
             else:
                 if value is not None and not isinstance(value, Mapping | list | tuple):
+                    failed = True
                     report.problem(
                         at,
                         f"{label} ({split}): must return {{rollout_id: rewards}} or a list, got {type(value).__name__}",
@@ -445,9 +450,11 @@ async def _check_hooks(
                     for rollout_id, rewards in value.items():
                         problem = _reward_problem(rewards)
                         if problem is not None:
+                            failed = True
                             report.problem(at, f"{label} ({split}) for {rollout_id!r}: {problem}")
-        noun = "rollout" if len(rollouts) == 1 else "rollouts"
-        report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
+        if not failed:
+            noun = "rollout" if len(rollouts) == 1 else "rollouts"
+            report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
     findings.report(report)
     return context_works
 
