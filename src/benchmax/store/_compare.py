@@ -249,7 +249,19 @@ def compare(
         if examples == common:
             # both runs hold the same examples, all with rollouts: each side's means are its own
             means_a, means_b = _component_means(conn, "main"), _component_means(conn, "other")
+            shared_pass = None
         else:
+            # the pass rates over the shared examples only: whole-run rates would differ by the
+            # examples one run has and the other lacks, even where no shared example changed
+            passes = (
+                "SELECT CAST(SUM(f.passed) AS REAL) / SUM(f.rollouts) FROM {side}.example_figures AS f"
+                " JOIN {other}.example_figures AS g ON g.example_id = f.example_id AND g.rollouts > 0"
+                " WHERE f.rollouts > 0"
+            )
+            shared_pass = {
+                "a": conn.execute(passes.format(side="main", other="other")).fetchone()[0],
+                "b": conn.execute(passes.format(side="other", other="main")).fetchone()[0],
+            }
             shared = (
                 "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
                 " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
@@ -293,6 +305,7 @@ def compare(
             for name in names
         ],
         "headline": {"a": a.headline(), "b": b.headline()},
+        "shared_pass": shared_pass,
         "only_a": only_a or 0,
         "only_b": only_b or 0,
         "common": common or 0,

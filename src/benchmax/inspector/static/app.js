@@ -580,7 +580,9 @@
     const heads = h('div', { class: 'cards' },
       statCard(`A: ${a}`, pct(headline.a.pass_rate), `${plural(headline.a.rollouts, 'rollout')} · failures ${pct(headline.a.failure_rate)}`),
       statCard(`B: ${b}`, pct(headline.b.pass_rate), `${plural(headline.b.rollouts, 'rollout')} · failures ${pct(headline.b.failure_rate)}`),
-      statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', counts));
+      // over the common examples (result.shared_pass when the runs' example sets differ), as the component deltas
+      statCard(result.shared_pass ? 'pass rate Δ (B − A), common examples' : 'pass rate Δ (B − A)',
+        signed(((result.shared_pass || { b: headline.b.pass_rate }).b - (result.shared_pass || { a: headline.a.pass_rate }).a) * 100) + ' pp', counts));
     // a component only one run emits has no delta: it is new in B, or gone from it
     const onlyOne = Object.fromEntries(result.components.filter((row) => (row.a === null) !== (row.b === null))
       .map((row) => [row.component, row.a === null ? badge('new', 'info') : badge('only in A', 'warn')]));
