@@ -39,9 +39,10 @@ def rate_text(done: int, seconds: float) -> str:
 
 
 def load_text(in_flight: int, waiting: int) -> str:
-    """``8 rollouts, 7 waiting for the model``: where the rollouts in flight are."""
+    """``8 rollouts, 7 of them waiting for the model``: where the rollouts in flight are (the 7 are
+    among the 8, queued behind the one the model serves)."""
     text = plural(in_flight, "rollout")
-    return f"{text}, {waiting:,} waiting for the model" if waiting else text
+    return f"{text}, {waiting:,} of them waiting for the model" if waiting else text
 
 
 class LiveProgress:
