@@ -168,6 +168,9 @@ def test_a_mixtures_rollout_page_fits_a_phone_with_its_reward_table_whole(
         ".filter((cell) => cell.scrollWidth > cell.clientWidth + 1).map((cell) => cell.textContent)"
     )
     assert clipped == [], "no cell's content is cut off"
+    rewards = phone.locator("section.card", has_text="advantage").locator("table.grid")
+    seen = rewards.evaluate("(t) => [t.scrollWidth, t.clientWidth, t.getBoundingClientRect().right, innerWidth]")
+    assert seen[0] <= seen[1] + 1 and seen[2] <= seen[3], f"the reward table is read whole, not scrolled: {seen}"
     assert SHORT.match(phone.locator("h3 a.id").inner_text())
     assert not phone.errors
 

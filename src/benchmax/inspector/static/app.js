@@ -323,6 +323,12 @@
   // ---------------------------------------------------------------- tables
 
   // columns: [{key, label, sort, num, render(row)}]; state: {sort, desc}; onSort(key)
+  // a table read whole on a phone: its headers and names wrap instead of scrolling it sideways
+  function fitted(grid) {
+    grid.classList.add('fit');
+    return grid;
+  }
+
   function table(columns, rows, state, onSort, rowClass) {
     const head = h('tr', {}, columns.map((col) => {
       const active = state && col.sort && state.sort === col.sort;
@@ -1396,12 +1402,12 @@
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
       h('span', { class: 'advantage', title: 'advantage in its group: (reward − group mean) / group std' }, 'advantage ', h('span', { class: `big ${advantageClass}`, text: signed(rec.advantage) }),
         h('span', { class: 'muted small', text: ` (group mean ${fmt(rec.group_mean)})` }))),
-      names.length ? table([
+      names.length ? fitted(table([
         { label: 'component', render: (row) => row.name },
         { label: 'value', num: true, render: (row) => fmt(row.value) },
         { label: 'raw (env emitted)', num: true, render: (row) => (row.filled ? h('span', { class: 'muted', text: '—' }) : fmt(row.value)) },
         { label: 'filled', render: (row) => (row.filled ? badge('zero-filled', 'warn') : h('span', { class: 'muted', text: 'no' })) },
-      ], names.map((name) => ({ name, ...rec.rewards[name] }))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
+      ], names.map((name) => ({ name, ...rec.rewards[name] })))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
     const usageCard = h('section', { class: 'card' }, h('h3', { text: 'usage and timing' }),
       h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${plural(rec.completion_tokens, 'completion token')} · ${plural(rec.num_turns, 'turn')} · ${plural(rec.num_tool_calls, 'tool call')} · ${secs(rec.seconds)} in all`),
       rolloutCost(rec.cost),
