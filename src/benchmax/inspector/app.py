@@ -189,7 +189,9 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
         "run_id": run_id,
         "meta": redact(run.meta()),  # the page shows every stored key, as stored
         "rescore": catalog.rescore_of(meta),
-        "state": run_state(meta.status_text, overview["rollouts"], overview["scored"], unscored=none_scored),
+        "state": run_state(
+            meta.status_text, overview["rollouts"], overview["scored"], unscored=none_scored, error=meta.error
+        ),
         "search": "words" if run.searchable else "substring",
         "query_spec": QUERY_SPEC,
     }

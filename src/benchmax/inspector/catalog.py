@@ -72,7 +72,13 @@ class RunCatalog:
             "rescore": self.rescore_of(meta),
             "bytes": sum(size for size in stamp[1::2]),
             **headline,
-            "state": run_state(meta.status_text, headline["rollouts"], headline["scored"], unscored=unscored(headline)),
+            "state": run_state(
+                meta.status_text,
+                headline["rollouts"],
+                headline["scored"],
+                unscored=unscored(headline),
+                error=meta.error,
+            ),
         }
         if unscored(headline):
             row["pass_rate"] = None  # nothing was scored: no rate, not 0%
@@ -106,7 +112,9 @@ def unscored(figures: dict[str, Any]) -> bool:
     return bool(figures.get("rollouts")) and not figures.get("components")
 
 
-def run_state(status: object, rollouts: int, scored: int, *, unscored: bool = False) -> dict[str, Any]:
+def run_state(
+    status: object, rollouts: int, scored: int, *, unscored: bool = False, error: str | None = None
+) -> dict[str, Any]:
     """How the inspector shows where a run stands: its status and a tone to paint it in.
 
     A completed run none of whose rollouts was scored is painted as failed: it ran
@@ -118,6 +126,8 @@ def run_state(status: object, rollouts: int, scored: int, *, unscored: bool = Fa
         return {"status": status if isinstance(status, str) else None, "tone": "muted", "note": None}
     if known == "completed" and rollouts and not scored:
         return {"status": known, "tone": "bad", "note": "every rollout failed"}
+    if known == "completed" and error:  # ran to the end, and failed its verdict (benchmax eval exited 1)
+        return {"status": known, "tone": "bad", "note": "failed (exit 1)"}
     if known == "completed" and unscored:
         return {"status": known, "tone": "muted", "note": "not scored yet (benchmax rescore)"}
     tone = {"running": "info", "completed": "ok", "failed": "bad", "interrupted": "warn"}[known]

@@ -58,16 +58,17 @@ def judge_run(stats: RunStats, max_failure_rate: float) -> RunVerdict:
 
 
 def record_verdict(run_dir: Path, verdict: RunVerdict) -> None:
-    """Keep a failed verdict in the run: status ``failed`` and the reason as its error.
+    """Keep a failed verdict in the run: its reason as the run's error.
 
-    The run's lifecycle marks it ``completed`` when its rollouts are all stored, but
-    the verdict is only known from the figures of the closed run; without this the
-    inspector would paint a run that exited 1 as a green ``completed``.
+    The status stays the lifecycle's (``completed``: every group ran and is stored, so
+    ``--resume`` has nothing left to do), but the verdict is only known from the figures
+    of the closed run, and without it the inspector would paint a run that exited 1 as a
+    green ``completed``. A resume clears the error and judges the run again.
     """
     if verdict.ok:
         return
     writer = RunWriter.resume(run_dir)
     try:
-        writer.update_meta(status="failed", error=verdict.reason)
+        writer.update_meta(error=verdict.reason)
     finally:
         writer.close()
