@@ -388,6 +388,16 @@ def _compare_in_memory(
     if descending:
         rows.sort(key=lambda row: row[key] is None)
     page = rows[offset : offset + limit]
+    common = per_a.keys() & per_b.keys()
+    shared_pass = None
+    if common != per_a.keys() | per_b.keys():  # as compare: the pass rates over the common examples
+
+        def rate(per: dict[str, Any]) -> float | None:
+            rollouts = sum(per[example_id].rollouts for example_id in common)
+            passed = sum(round(per[example_id].pass_rate * per[example_id].rollouts) for example_id in common)
+            return passed / rollouts if rollouts else None
+
+        shared_pass = {"a": rate(per_a), "b": rate(per_b)}
     prompts = _page_prompts(a, b, [row["example_id"] for row in page])
     for row in page:
         row["prompt"] = prompts.get(row["example_id"], "")
@@ -398,6 +408,7 @@ def _compare_in_memory(
             if delta.component != HEADLINE
         ],
         "headline": {"a": a.headline(), "b": b.headline()},
+        "shared_pass": shared_pass,
         "only_a": len(result.only_in_a),
         "only_b": len(result.only_in_b),
         "common": len(per_a.keys() & per_b.keys()),
