@@ -7,6 +7,7 @@ answer. Run it with ``benchmax eval examples/agent_cli``.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -17,6 +18,12 @@ from benchmax.rewards import extract_completion_text
 from benchmax.sandbox import Mount, SandboxSpec
 
 HERE = Path(__file__).resolve().parent
+
+# agent.py imports these in its own process: a missing one fails the load here, naming the
+# extra that installs it, instead of every rollout as an agent error
+for _module in ("openai", "httpx"):
+    if importlib.util.find_spec(_module) is None:
+        raise ModuleNotFoundError(f"No module named {_module!r} (agent.py imports it)", name=_module)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

@@ -66,6 +66,20 @@ async def test_an_agent_program_becomes_a_scored_rollout_with_its_turns_and_logs
     assert env.group_sizes == [2]
 
 
+async def test_an_agent_commands_stderr_lines_sit_between_the_turns_they_were_written_between(run_group):
+    outcome, *_ = await run_group(ScoredAgents(command=COMMAND), example(TOOL_THEN_ANSWER))
+
+    assert outcome.termination_reason == TerminationReason.FINISHED, outcome.error
+    placed = {entry.message: (entry.phase, entry.turn) for entry in outcome.logs if entry.logger.endswith("stderr")}
+    assert placed == {
+        "agent starting in mode tools": ("context", 0),  # before its first call
+        "turn 0: add = 5": ("tools", 0),  # after turn 0's reply, before turn 1's call
+        "answered": ("context", 1),  # after the last turn
+    }
+    files = {entry.file for entry in outcome.logs if entry.logger.endswith("stderr")}
+    assert files == {str(Path(COMMAND[-1]).resolve())}, "the agent's own file, not benchmax's reader"
+
+
 async def test_an_agent_whose_answer_is_not_its_last_reply_has_it_appended(run_group):
     async def shouting(item: dict[str, Any], base_url: str, api_key: str) -> str:
         async with sdk(base_url, api_key) as client:

@@ -285,3 +285,38 @@ def test_the_summary_samples_show_the_task_beside_the_answer_with_images_as_plac
     ]  # fmt: skip
     assert _cells(result.stdout, canonical_example_id(rows[1])[:8])[1:] == ["Say blue [bold]please[/bold]", "0/1", "0%"]
     assert "base64" not in result.stdout and "iVBOR" not in result.stdout
+
+
+BAD_TOOL_ENV = '''from pathlib import Path
+
+from benchmax.envs import BaseEnv, JsonlDataset
+
+
+class BadToolEnv(BaseEnv):
+    max_turns = 2
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return JsonlDataset(Path(base_dir) / f"{split}.jsonl", max_examples=max_examples)
+
+    async def list_tools(self):
+        return [{"type": "function", "function": {"name": "add", "parameters": {"type": "objekt"}}}]
+
+    async def compute_reward(self, rollout):
+        return {"correct": 1.0}
+'''
+
+
+def test_an_env_with_a_bad_tool_schema_is_refused_at_its_line_before_any_run_is_announced(tmp_path, server):
+    (tmp_path / "env.py").write_text(BAD_TOOL_ENV)
+    write_split(tmp_path, [row("4", "add two and two")])
+
+    result = run_cli(
+        "eval", tmp_path / "env.py", "--base-url", server.base_url, "--model", "scripted", cwd=tmp_path
+    )  # fmt: skip
+
+    assert result.returncode == 2, result.stdout
+    line = BAD_TOOL_ENV.splitlines().index("    async def list_tools(self):") + 1
+    where = f"{tmp_path / 'env.py'}:{line}"
+    assert f"error: {where}: BadToolEnv.list_tools()[0] ('add'): invalid JSON Schema" in result.stdout
+    assert "run:" not in result.stdout and "0/0" not in result.stdout, "no run was made, so none is announced"
+    assert not (tmp_path / "runs").exists()

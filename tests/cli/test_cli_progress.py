@@ -39,7 +39,7 @@ def test_the_progress_says_the_model_is_starting_then_where_the_rollouts_are():
     assert "starting the model" not in _shown(live)
 
     live.on_load(in_flight=8, waiting=7)
-    assert "in flight 8 rollouts, 7 waiting for the model" in _shown(live)
+    assert "in flight 8 rollouts, 7 of them waiting for the model" in _shown(live)
     live.on_load(in_flight=1, waiting=0)
     assert "in flight 1 rollout\n" in _shown(live)
 
@@ -53,6 +53,6 @@ def test_the_block_left_on_screen_after_the_run_shows_nothing_in_flight():
 
 
 def test_where_the_rollouts_are_reads_in_words():
-    assert load_text(8, 7) == "8 rollouts, 7 waiting for the model"
+    assert load_text(8, 7) == "8 rollouts, 7 of them waiting for the model"
     assert load_text(1, 0) == "1 rollout"
     assert load_text(0, 0) == "0 rollouts"

@@ -64,3 +64,29 @@ def test_the_live_means_are_the_summary_tables_in_a_run_and_after_a_resume(tmp_p
                               run_dir=run_dir, observer=progress, resume=True)  # fmt: skip
     assert "resuming: 8 of 8 rollouts already stored" in resumed.getvalue()
     assert _live_means(resumed.getvalue()) == _table_means(run_dir)
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def test_a_mixtures_live_means_are_its_per_env_tables_one_line_per_env(tmp_path: Path) -> None:
+    from runkit import run_cli
+
+    with ScriptedServer() as server:  # echoes the prompt: format's brevity is neither 0 nor 1
+        result = run_cli(
+            "eval", EXAMPLES / "math", EXAMPLES / "format", EXAMPLES / "sql", "--max-examples", "2",
+            "--group-size", "2", "--base-url", server.base_url, "--model", "scripted", "--run-dir", tmp_path / "run",
+            timeout=300,
+        )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout
+    live = {
+        match[1]: dict(re.findall(r"(\w+)=(\d+\.\d{3})", match[2]))
+        for match in re.finditer(r"^mean (\S+) +(.*)$", result.stdout, re.MULTILINE)
+    }
+    with Run(tmp_path / "run") as run:
+        envs = run.stats().envs
+    table = {str(env.env): {name: f"{mean:.3f}" for name, mean in env.components.items()} for env in envs}
+    assert set(table) == {"math", "format", "sql"}
+    assert live == table, result.stdout
+    assert 0 < float(live["format"]["brevity"]) < 1, "a mean a division by the wrong count would change"

@@ -86,6 +86,7 @@ def make_runs(root: Path) -> Path:
                     group_size=3,
                     run_dir=root / name,
                     api_key_env="BENCHMAX_INSPECT_TEST_KEY",
+                    max_failure_rate=1.0,  # its failures are what the pages show: the run itself completes
                 )
     finally:
         os.environ.pop("BENCHMAX_INSPECT_TEST_KEY", None)

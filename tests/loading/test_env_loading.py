@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -108,6 +109,17 @@ def test_an_import_error_names_the_file_and_line(tmp_path):
 
     with pytest.raises(EnvSpecError, match=rf"{env_file}:3: importing it raised ModuleNotFoundError"):
         EnvSpec(f"{env_file}:Env").load_class()
+
+
+def test_a_module_an_extra_installs_names_the_extra_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "httpx", None)  # as on an install without the openai extra
+    env_file = _write(tmp_path / "agent_env.py", HEADER + "\nimport httpx\n")
+
+    with pytest.raises(EnvSpecError) as raised:
+        EnvSpec(f"{env_file}:Env").load_class()
+
+    assert f"{env_file}:3: importing it raised ModuleNotFoundError" in str(raised.value)
+    assert "it comes with benchmax's 'openai' extra: pip install 'benchmax[openai]'" in str(raised.value)
 
 
 def test_a_syntax_error_names_the_file_and_line(tmp_path):

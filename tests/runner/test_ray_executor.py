@@ -309,7 +309,7 @@ async def test_a_slow_group_does_not_hold_back_groups_that_finished(tmp_path, ra
         def on_start(self, **_: Any) -> None:
             settled.append(("start", time.monotonic()))
 
-        def on_group(self, result: GroupResult) -> None:
+        def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
             settled.append((result.outcomes[0].example_id, time.monotonic()))
 
     slow_id = JsonlDataset(data / "eval.jsonl")[0].id

@@ -40,7 +40,7 @@ class _AfterGroups:
     def on_start(self, **_: Any) -> None:
         pass
 
-    def on_group(self, result: GroupResult) -> None:
+    def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
         self.count -= 1
         if self.count <= 0:
             self.reached.set()

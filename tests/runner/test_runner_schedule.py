@@ -52,7 +52,7 @@ class Recorder:
     def on_start(self, *, total_rollouts, done_rollouts, run_dir):
         self.start = {"total": total_rollouts, "done": done_rollouts, "run_dir": run_dir}
 
-    def on_group(self, result):
+    def on_group(self, result, *, env=None):
         self.groups.append(len(result.outcomes))
 
 

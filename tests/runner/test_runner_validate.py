@@ -234,6 +234,16 @@ async def test_a_reward_that_returns_a_string_is_found_once_at_its_line_without_
         f"{env_file}:12: NewcomerEnv.compute_reward (train example 0, eval example 0): returned 'ok'='yes' (str); "
         "rewards must be numbers"
     ]
+    assert not any("reward hooks ran" in note for note in report.notes), "no 'ok' for hooks that failed"
+
+
+async def test_reward_hooks_that_work_are_noted_as_ran(tmp_path):
+    _env(tmp_path / "env", DATA + "\n    async def compute_reward(self, rollout):\n        return {'ok': 1.0}\n")
+
+    report = await _validate(tmp_path / "env")
+
+    assert not report.problems
+    assert "eval: reward hooks ran on 1 synthetic rollout" in report.notes
 
 
 async def test_a_misspelt_role_and_a_required_property_that_is_not_declared_are_found(tmp_path):

@@ -104,3 +104,17 @@ def test_runs_of_the_same_examples_compare_every_component(tmp_path):
     assert {row["component"]: row["delta"] for row in page["components"]} == {"r": 0.5, "s": 1.0}, "y's s filled: 0"
     assert [row["example_id"] for row in page["examples"]["rows"]] == ["x"], "unchanged examples filtered out"
     assert page["examples"]["rows"][0]["components"] == {"r": 1.0, "s": 2.0}
+
+
+def test_the_pass_rate_delta_counts_the_common_examples_only_when_the_runs_example_sets_differ(tmp_path):
+    same = {"both-1": [{"r": 1.0}, {"r": 0.0}], "both-2": [{"r": 0.0}]}
+    a = _examples_run(tmp_path / "a", same)
+    b = _examples_run(tmp_path / "b", {**same, "only-b": [{"r": 1.0}, {"r": 1.0}, {"r": 1.0}]})
+
+    with RunQueries(a) as left, RunQueries(b) as right:
+        page = compare(left, right)
+
+    assert page["headline"]["a"]["pass_rate"] != page["headline"]["b"]["pass_rate"], "the whole runs differ"
+    assert page["shared_pass"] == {"a": 1 / 3, "b": 1 / 3}, "no common example changed: no pass-rate delta"
+    with RunQueries(a) as left, RunQueries(a) as right:
+        assert compare(left, right)["shared_pass"] is None, "the same examples: whole-run rates are common"

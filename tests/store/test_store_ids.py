@@ -46,6 +46,21 @@ def test_an_id_is_unique_across_every_run_of_the_table(make_run, tmp_path: Path)
     assert together == {DIGEST: DIGEST[:9]}, "in B the 8-character prefix also names TWIN"
 
 
+def test_a_mixtures_ids_keep_their_env_and_cut_the_digest_after_it(make_run, tmp_path: Path):
+    ids = [f"math/{DIGEST}", f"math/{TWIN}", f"sql/{DIGEST}", f"format/{OTHER}"]
+    run_dir = make_run(tmp_path / "run", {name: [{"correct": 1.0}] for name in ids})
+
+    with open_run(run_dir) as run:
+        short = run.short_ids(ids)
+
+    assert short == {
+        f"math/{DIGEST}": f"math/{DIGEST[:9]}",  # TWIN shares 8 characters within math
+        f"math/{TWIN}": f"math/{TWIN[:9]}",
+        f"sql/{DIGEST}": f"sql/{DIGEST[:MIN_SHORT_ID]}",
+        f"format/{OTHER}": f"format/{OTHER[:MIN_SHORT_ID]}",
+    }
+
+
 def test_ids_a_person_chose_are_shown_whole(make_run, tmp_path: Path):
     chosen = ["gsm8k-train-000012", "q1", "0123456789abcdeZ0123"]
     run_dir = make_run(tmp_path / "run", {name: [{"correct": 1.0}] for name in chosen})

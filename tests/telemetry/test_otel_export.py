@@ -153,6 +153,8 @@ def test_the_content_flag_puts_prompts_completions_and_tool_io_on_the_spans(tmp_
     calls = [span for span in receiver.spans if span.name == "chat scripted"]
     assert all(SECRET in span.attributes["gen_ai.input.messages"] for span in calls)
     assert any('"3"' in span.attributes["gen_ai.output.messages"] for span in calls)
+    outputs = [json.loads(span.attributes["gen_ai.output.messages"]) for span in calls]
+    assert all([message["role"] for message in output] == ["assistant"] for output in outputs), outputs
     tools = [span for span in receiver.spans if span.name == "execute_tool add"]
     assert all(span.attributes["gen_ai.tool.call.result"] == "3" for span in tools)
     assert all(json.loads(span.attributes["gen_ai.tool.call.arguments"]) == {"a": 1, "b": 2} for span in tools)

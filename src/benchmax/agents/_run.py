@@ -35,6 +35,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from benchmax.auth import mask_secrets
@@ -196,7 +197,7 @@ async def run_command(
     readers = [
         asyncio.create_task(_feed(process, stdin)),
         asyncio.create_task(_read(process.stdout, stdout.add)),
-        asyncio.create_task(_read_lines(process.stderr, stderr, secrets)),
+        asyncio.create_task(_read_lines(process.stderr, stderr, program_file(argv, cwd), secrets)),
     ]
     timed_out = False
     try:
@@ -299,8 +300,11 @@ async def _read(stream: asyncio.StreamReader | None, add: Callable[[bytes], None
         add(chunk)
 
 
-async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail, secrets: Sequence[str] = ()) -> None:
-    """Each line to the rollout's log as it comes, and to the bounded tail; a flood is dropped, not kept."""
+async def _read_lines(
+    stream: asyncio.StreamReader | None, tail: _Tail, source: str, secrets: Sequence[str] = ()
+) -> None:
+    """Each line to the rollout's log as it comes (so its time places it among the turns), and to
+    the bounded tail; a flood is dropped, not kept."""
     assert stream is not None
     pending = b""
     while chunk := await stream.read(65_536):
@@ -308,19 +312,32 @@ async def _read_lines(stream: asyncio.StreamReader | None, tail: _Tail, secrets:
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            log_line(line, secrets)
+            log_line(line, source, secrets)
         if len(pending) > MAX_LINE_CHARS * 4:
-            log_line(pending, secrets)
+            log_line(pending, source, secrets)
             pending = b""
     if pending:
-        log_line(pending, secrets)
+        log_line(pending, source, secrets)
 
 
-def log_line(line: bytes, secrets: Sequence[str] = ()) -> None:
-    """One stderr line of the agent to the rollout's log, bounded, the run's key masked."""
+def program_file(argv: Sequence[str], cwd: str | None = None) -> str:
+    """What wrote an agent command's stderr, as its log records name it: the program's file
+    (``agent.py`` of ``python agent.py``, or the command itself when it is a file), else its name."""
+    base = Path(cwd or ".")
+    for part in (*argv[1:], *argv[:1]):
+        if part and not part.startswith("-") and (base / part).is_file():
+            return str((base / part).resolve())
+    return argv[0] if argv else "agent"
+
+
+def log_line(line: bytes, source: str = "agent", secrets: Sequence[str] = ()) -> None:
+    """One line of an agent program's stderr as a log record of the rollout, bounded, the run's key
+    masked, attributed to the program (``source``: its file), not to the benchmax code that read it."""
     text = line.decode("utf-8", "replace").rstrip("\r")
-    if text.strip():
-        stderr_logger.info("%s", mask_secrets(truncate_text(text, MAX_LINE_CHARS), secrets))
+    if text.strip() and stderr_logger.isEnabledFor(logging.INFO):
+        shown = mask_secrets(truncate_text(text, MAX_LINE_CHARS), secrets)
+        record = stderr_logger.makeRecord(stderr_logger.name, logging.INFO, source, 0, "%s", (shown,), None)
+        stderr_logger.handle(record)
 
 
 class _Head:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmax.agents._run import AgentRun, command_ended, log_line
+from benchmax.agents._run import AgentRun, command_ended, log_line, program_file
 from benchmax.envs import RolloutFailure, TerminationReason
 from benchmax.proxy import ProxyLease
 from benchmax.sandbox import BwrapProvider, PortForward, SandboxError, SandboxSpec
@@ -69,8 +69,8 @@ async def run_in_sandbox(
             )
     except SandboxError as exc:
         raise RolloutFailure(TerminationReason.SANDBOX_ERROR, f"the agent's sandbox failed: {exc}") from exc
-    for line in result.stderr.splitlines():
-        log_line(line.encode("utf-8", "replace"), secrets)
+    for line in result.stderr.splitlines():  # read once the sandbox is done: all after the last turn
+        log_line(line.encode("utf-8", "replace"), program_file(argv), secrets)
     return command_ended(
         result.stdout,
         result.stderr[-max_stderr:],

@@ -34,12 +34,17 @@ def fit_table(console: Console, table: Table, elastic: str, *, min_elastic: int 
     to ``ab…`` while a prompt keeps sixty columns. Here ids and figures are
     never cut: they are what the table is read for; only the elastic column
     (a prompt, say) is shortened, with an ellipsis, down to ``min_elastic``.
+    When even that does not fit, columns that fold (``overflow="fold"``) wrap
+    down to their longest word, and then the elastic column is left out.
     """
     options = console.options
-    count = len(table.columns)
     _, right, _, left = Padding.unpack(table.padding)
-    overhead = count * (left + right) + (count + 1 if table.box else 0) - (0 if table.show_edge else 2)
-    fixed = 0
+
+    def overhead() -> int:
+        count = len(table.columns)
+        return count * (left + right) + (count + 1 if table.box else 0) - (0 if table.show_edge else 2)
+
+    widths: dict[int, int] = {}
     target = None
     for column in table.columns:
         if column.header == elastic:
@@ -49,10 +54,32 @@ def fit_table(console: Console, table: Table, elastic: str, *, min_elastic: int 
         width = max(Measurement.get(console, options, cell).maximum for cell in cells)
         if column.max_width is not None:
             width = min(width, column.max_width)
-        column.width = width
-        fixed += width
+        widths[id(column)] = width
+    room = console.width - overhead() - (min_elastic if target is not None else 0)
+    excess = sum(widths.values()) - room
+    for column in table.columns:
+        if excess <= 0:
+            break
+        if column is target or column.overflow != "fold":
+            continue
+        cells = [column.header, *column.cells]
+        floor = max(Measurement.get(console, options, cell).minimum for cell in cells)
+        give = min(excess, widths[id(column)] - floor)
+        if give > 0:
+            widths[id(column)] -= give
+            excess -= give
+    if excess > 0 and target is not None:
+        table.columns.remove(target)  # the prompt gives way whole rather than cut the figures
+        table.caption = f"{elastic} left out: the terminal is {console.width} columns wide"
+        table.caption_justify = "left"
+        target = None
+    fixed = 0
+    for column in table.columns:
+        if column is not target:
+            column.width = widths[id(column)]
+            fixed += column.width
     if target is not None:
-        target.width = max(min_elastic, console.width - overhead - fixed)
+        target.width = max(min_elastic, console.width - overhead() - fixed)
         target.no_wrap, target.overflow, target.ratio = True, "ellipsis", None
     table.expand = False
     return table

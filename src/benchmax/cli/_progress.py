@@ -39,13 +39,18 @@ def rate_text(done: int, seconds: float) -> str:
 
 
 def load_text(in_flight: int, waiting: int) -> str:
-    """``8 rollouts, 7 waiting for the model``: where the rollouts in flight are."""
+    """``8 rollouts, 7 of them waiting for the model``: where the rollouts in flight are (the 7 are
+    among the 8, queued behind the one the model serves)."""
     text = plural(in_flight, "rollout")
-    return f"{text}, {waiting:,} waiting for the model" if waiting else text
+    return f"{text}, {waiting:,} of them waiting for the model" if waiting else text
 
 
 class LiveProgress:
     """Rollouts done/total, rollouts/s, running mean of each component, failures, tokens, outages.
+
+    The means are the summary tables': a component a rollout lacks counts as 0 where
+    another rollout emitted it. A mixture's are per env (one line each, as its per-env
+    table), since one env's components mean nothing averaged over another's rollouts.
 
     With several ``replicas``, one line each: up or down, and the requests it served.
     ``starting`` (``"starting the model"`` for the embedded one) is shown until the
@@ -68,8 +73,8 @@ class LiveProgress:
             console=console,
         )
         self._task = self._progress.add_task("rollouts", total=0, rate="")
-        self._sums: Counter[str] = Counter()
-        self._counts: Counter[str] = Counter()
+        self._sums: Counter[tuple[str | None, str]] = Counter()
+        self._counts: Counter[tuple[str | None, str]] = Counter()
         self._failures: Counter[str] = Counter()
         self._tokens = 0
         self._done_here = 0
@@ -106,23 +111,30 @@ class LiveProgress:
 
         try:
             with Run(run_dir) as run:
-                components = run.stats(examples=0).components
+                stats = run.stats(examples=0)
         except Exception:  # a store this version cannot read: the line counts this session only
             return
-        for name, figures in components.items():
-            self._sums[name] = figures.mean * figures.count
-            self._counts[name] = figures.count
+        if stats.several_envs:
+            for env in stats.envs:
+                for name, mean in env.components.items():  # weighed by the env's rollouts, as it goes on
+                    self._sums[env.env, name] = mean * env.rollouts
+                    self._counts[env.env, name] = env.rollouts
+            return
+        for name, figures in stats.components.items():
+            self._sums[None, name] = figures.mean * figures.count
+            self._counts[None, name] = figures.count
 
-    def on_group(self, result: GroupResult) -> None:
-        emitted = {name for outcome in result.outcomes for name in outcome.rewards} | set(self._counts)
+    def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
+        emitted = {name for outcome in result.outcomes for name in outcome.rewards}
+        emitted |= {name for known, name in self._counts if known == env}
         for outcome in result.outcomes:
             self._tokens += outcome.usage.total_tokens
             if not outcome.scored:
                 self._failures[outcome.termination_reason] += 1
-            # a component a rollout lacks counts as 0, as the batch zero-fill stores it: one mean, the table's
+            # a component a rollout lacks counts as 0, as the batch zero-fill stores it (within its env)
             for name in emitted:
-                self._sums[name] += outcome.rewards.get(name, 0.0)
-                self._counts[name] += 1
+                self._sums[env, name] += outcome.rewards.get(name, 0.0)
+                self._counts[env, name] += 1
         self._done_here += len(result.outcomes)
         elapsed = time.perf_counter() - self._started
         self._progress.update(self._task, advance=len(result.outcomes), rate=rate_text(self._done_here, elapsed))
@@ -152,9 +164,13 @@ class LiveProgress:
         elif self._load is not None:
             in_flight, waiting = self._load
             stats.add_row(Text("in flight", style="bold"), Text(load_text(in_flight, waiting)))
-        means = "  ".join(f"{name}={self._sums[name] / self._counts[name]:.3f}" for name in sorted(self._counts))
+        envs = sorted({env for env, _ in self._counts}, key=lambda env: env or "")
+        if envs and envs != [None]:
+            for env in envs:  # a mixture: one line per env, the per-env table's figures
+                stats.add_row(Text(f"mean {env or '-'}", style="bold"), Text(self._means(env)))
+        else:
+            stats.add_row(Text("mean", style="bold"), Text(self._means(None) or "-"))
         failures = "  ".join(f"{reason}={count}" for reason, count in self._failures.most_common())
-        stats.add_row(Text("mean", style="bold"), Text(means or "-"))
         stats.add_row(Text("failures", style="bold"), Text(failures or "none", style="red" if failures else ""))
         stats.add_row(Text("tokens", style="bold"), Text(f"{self._tokens:,}"))
         if len(self.replicas) > 1:
@@ -166,6 +182,10 @@ class LiveProgress:
                     Text(f"{endpoint} {_down_state(outage)} ({plural(waiting, 'rollout')} waiting)", style="red"),
                 )
         return Group(self._progress, stats)
+
+    def _means(self, env: str | None) -> str:
+        names = sorted(name for known, name in self._counts if known == env)
+        return "  ".join(f"{name}={self._sums[env, name] / self._counts[env, name]:.3f}" for name in names)
 
     def _render_replicas(self, stats: Table) -> None:
         all_down = all(url in self._down for url in self.replicas)

@@ -141,9 +141,11 @@ def rescore_command(
     except BenchmaxError as exc:
         console.print(error_line(str(exc)), highlight=False)
         raise typer.Exit(2) from None
+    with Run(run_dir) as source:
+        imported = source.meta.get("imported_from") is not None
     with Run(target) as run:
         meta = run.run_meta
-        render_summary(console, run.stats(), cost=meta.cost)
+        render_summary(console, run.stats(), cost=meta.cost, imported=imported)
         render_provenance(console, meta.provenance)
     for name, parts in (meta.replay_only or {}).items():
         console.print(

@@ -27,7 +27,10 @@ def render_summary(
     client_stats: dict | None = None,
     outages: Sequence[Outage] = (),
     cost: Mapping[str, Any] | None = None,
+    imported: bool = False,
 ) -> None:
+    """The end-of-run summary; ``imported``: the rollouts are recorded conversations (``benchmax import``),
+    one per group by nature, so no tip about ``--group-size``."""
     if stats.several_envs:
         render_suite(console, stats.envs)  # a component's figures over the run would mix envs
     else:
@@ -66,7 +69,8 @@ def render_summary(
         f"pass rate (reward >= {stats.pass_threshold:g})", f"{stats.pass_rate:.1%} ({stats.passed}/{stats.rollouts})"
     )
     if stats.groups and stats.groups_single == stats.groups:
-        signal = "n/a: one rollout per group (use --group-size 2 or more)"
+        tip = "imported conversations" if imported else "use --group-size 2 or more"
+        signal = f"n/a: one rollout per group ({tip})"
     else:
         signal = f"{stats.groups_no_signal} of {stats.groups} (all siblings scored the same)"
     overview.add_row("groups without learning signal", signal)
@@ -317,12 +321,14 @@ def _code_lines(provenance: Provenance) -> list[tuple[str, str]]:
 
 def _run_lines(provenance: Provenance) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
-    model = provenance.model or "?"
     endpoint = provenance.endpoint
-    endpoints = ", ".join(endpoint) if isinstance(endpoint, tuple) else str(endpoint or "?")
-    sampling = provenance.sampling or {}
-    knobs = " ".join(f"{key}={value}" for key, value in sampling.items()) or "server defaults"
-    lines.append(("model", f"{model} at {endpoints} · {knobs}"))
+    if not endpoint:  # imported conversations: no endpoint was called, and their sampling is unknown
+        lines.append(("model", provenance.model or "not recorded"))
+    else:
+        endpoints = ", ".join(endpoint) if isinstance(endpoint, tuple) else str(endpoint)
+        sampling = provenance.sampling or {}
+        knobs = " ".join(f"{key}={value}" for key, value in sampling.items()) or "server defaults"
+        lines.append(("model", f"{provenance.model or 'not recorded'} at {endpoints} · {knobs}"))
     lines.append(("benchmax", f"{provenance.benchmax} (python {provenance.python})"))
     return lines
 

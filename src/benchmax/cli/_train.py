@@ -208,21 +208,52 @@ def _mean(value: float | None) -> str:
 
 
 class StepTable:
-    """Prints one aligned row per training step (the header once, again if the columns change)."""
+    """Prints one aligned row per training step (the header once, again if the columns change).
 
-    def __init__(self) -> None:
+    A row wider than the console (a mixture's per-env columns, many components) is folded
+    into lines that fit, the same columns on the same line of every step, the continuation
+    lines indented: no figure is cut or wrapped mid-cell.
+    """
+
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = Console(highlight=False, soft_wrap=True)
+        self.console = console if console is not None else Console(highlight=False, soft_wrap=True)
         self.columns: tuple[str, ...] = ()
         self.widths: dict[str, int] = {}
+        self.lines: list[list[str]] = []
 
     def __call__(self, report: Any) -> None:
         cells = report.cells()
         if tuple(cells) != self.columns:
             self.columns = tuple(cells)
-            self.widths = {name: max(len(name), len(value), 6) for name, value in cells.items()}
-            self.console.print("  ".join(name.rjust(self.widths[name]) for name in cells), style="bold")
-        for name, value in cells.items():
-            self.widths[name] = max(self.widths[name], len(value))
-        self.console.print("  ".join(value.rjust(self.widths[name]) for name, value in cells.items()))
+            # room for wider values later: a step count grows, a KL gains a digit
+            self.widths = {name: max(len(name), len(value), 6) + 1 for name, value in cells.items()}
+            self.lines = self._fold(list(cells))
+            self._print({name: name for name in cells}, style="bold")
+        grown = [name for name, value in cells.items() if len(value) > self.widths[name]]
+        for name in grown:
+            self.widths[name] = len(cells[name])
+        if grown and len(self._fold(list(cells))) != len(self.lines):  # a line would no longer fit
+            self.lines = self._fold(list(cells))
+            self._print({name: name for name in cells}, style="bold")
+        self._print(cells)
+
+    def _fold(self, names: list[str]) -> list[list[str]]:
+        room = max(20, self.console.width - 1)
+        lines: list[list[str]] = [[]]
+        used = 0
+        for name in names:
+            need = self.widths[name] + (2 if lines[-1] else 0)
+            if lines[-1] and used + need > room:
+                lines.append([])
+                used = 2  # the continuation's indent
+                need = self.widths[name]
+            lines[-1].append(name)
+            used += need
+        return lines
+
+    def _print(self, cells: dict[str, str], style: str = "") -> None:
+        for index, names in enumerate(self.lines):
+            text = "  ".join(cells[name].rjust(self.widths[name]) for name in names)
+            self.console.print(("  " if index else "") + text, style=style or None)

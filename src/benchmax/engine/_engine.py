@@ -34,7 +34,7 @@ from benchmax.client import ClientPool, ModelError, scoped_client
 from benchmax.engine._attempt import _Attempt, _PausedDeadline, _turn_record
 from benchmax.engine._config import EngineConfig
 from benchmax.engine._env_turns import EnvTurn, env_turn, with_answer
-from benchmax.engine._logs import LogSink
+from benchmax.engine._logs import LogSink, place_by_time
 from benchmax.engine._records import GroupResult, StoredRollout
 from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
 from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
@@ -277,6 +277,7 @@ class Engine:
     async def _own(self, attempt: _Attempt) -> None:
         request = attempt.request
         attempt.sink.phase = "model"
+        first_log = len(attempt.sink.entries)
         result = await self.env.run_rollout(request)
         if not isinstance(result, RolloutAttempt | RolloutOutcome):
             raise TypeError(f"run_rollout returned {type(result).__name__}, expected a RolloutAttempt (BaseRollout)")
@@ -290,6 +291,9 @@ class Engine:
         elif isinstance(result, RolloutOutcome):
             attempt.messages = list(result.messages) or attempt.messages
             attempt.turns = list(result.turns) or attempt.turns
+        # what the env's own loop logged here, by time among its turns (an outcome's own logs are placed)
+        attempt.sink.entries[first_log:] = place_by_time(attempt.sink.entries[first_log:], attempt.turns)
+        if isinstance(result, RolloutOutcome):
             attempt.sink.entries.extend(result.logs)
         attempt.reason = result.termination_reason
         attempt.error = result.error

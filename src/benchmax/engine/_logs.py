@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from benchmax.envs import LogEntry, truncate_text
+from benchmax.envs import LogEntry, TurnRecord, truncate_text
 
 
 @dataclass(slots=True)
@@ -69,3 +70,35 @@ class LogSink:
             phase=self.phase,
         )
         return (*self.entries, note)
+
+
+def place_by_time(entries: Sequence[LogEntry], turns: Sequence[TurnRecord]) -> list[LogEntry]:
+    """Records an env's own ``run_rollout`` emitted, each put among the turns it returned by when
+    it was written: an agent program's stderr line between the model calls around it.
+
+    The engine cannot follow the turns of a loop it does not run, so these records all carry
+    the phase it set (``model``) and turn 0. By time: before the first turn is setting up
+    (``context``); during a turn's model call is that turn's ``model``; after it, until the
+    next call, its ``tools`` (the program at work on the reply); after the last turn's reply
+    when it asked for no tool, ``context`` again (after the last turn).
+    """
+    if not turns:
+        return list(entries)
+    placed = []
+    last = len(turns) - 1
+    for entry in entries:
+        if entry.phase != "model":
+            placed.append(entry)
+            continue
+        index = next((k for k in range(last, -1, -1) if turns[k].started_at <= entry.time), None)
+        if index is None:
+            placed.append(replace(entry, turn=0, phase="context"))
+            continue
+        turn = turns[index]
+        if entry.time <= turn.started_at + turn.model_seconds:
+            placed.append(replace(entry, turn=index, phase="model"))
+        elif index == last and not turn.tool_calls:
+            placed.append(replace(entry, turn=index, phase="context"))
+        else:
+            placed.append(replace(entry, turn=index, phase="tools"))
+    return placed

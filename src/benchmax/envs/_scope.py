@@ -2,7 +2,7 @@
 
 Env code logs and calls the model from any hook or anything it awaits, and what
 it does must be attributed to its rollout without the author passing anything
-along (the contract in ``shared/spec/base-env.md`` has no such argument). So the
+along (the contract in ``docs/contract.md`` has no such argument). So the
 engine enters one :class:`RolloutScope` per rollout, and every package that needs
 to know "which rollout is this" reads it through :func:`current_scope`: the model
 client (whose call it meters, and whose clock stops while an endpoint is down),

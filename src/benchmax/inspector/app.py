@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from benchmax.access import AccessGuard
 from benchmax.inspector import shell
-from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state
+from benchmax.inspector.catalog import RunCatalog, UnknownRun, redact, run_state, unscored
 from benchmax.store import MAX_IMAGE_URI_CHARS, QUERY_SPEC, RolloutFilter, RunQueries, compare, provenance_changes
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -126,10 +126,13 @@ class _Api:
 
     def examples(self, request: Request) -> JSONResponse:
         params = request.query_params
-        page = self._run(request).examples(
-            **_paging(request, "idx"), text=params.get("q") or None, env=params.get("env") or None
-        )
-        return JSONResponse(page.to_dict())
+        run = self._run(request)
+        page = run.examples(**_paging(request, "idx"), text=params.get("q") or None, env=params.get("env") or None)
+        answer = page.to_dict()
+        if unscored(run.overview()):  # no example has a rate or a reward yet
+            for row in answer["rows"]:
+                row["pass_rate"] = row["mean_reward"] = None
+        return JSONResponse(answer)
 
     def groups(self, request: Request) -> JSONResponse:
         params = request.query_params
@@ -177,14 +180,18 @@ def run_overview(run: RunQueries, run_id: str, catalog: RunCatalog) -> dict[str,
     export hands the same to the browser)."""
     meta = run.run_meta()
     overview = run.overview()
+    none_scored = unscored(overview)
     return {
         **overview,
+        **({"pass_rate": None} if none_scored else {}),
         "progress": run.progress(),
         "suite": run.suite(),
         "run_id": run_id,
         "meta": redact(run.meta()),  # the page shows every stored key, as stored
         "rescore": catalog.rescore_of(meta),
-        "state": run_state(meta.status_text, overview["rollouts"], overview["scored"]),
+        "state": run_state(
+            meta.status_text, overview["rollouts"], overview["scored"], unscored=none_scored, error=meta.error
+        ),
         "search": "words" if run.searchable else "substring",
         "query_spec": QUERY_SPEC,
     }

@@ -72,8 +72,16 @@ class RunCatalog:
             "rescore": self.rescore_of(meta),
             "bytes": sum(size for size in stamp[1::2]),
             **headline,
-            "state": run_state(meta.status_text, headline["rollouts"], headline["scored"]),
+            "state": run_state(
+                meta.status_text,
+                headline["rollouts"],
+                headline["scored"],
+                unscored=unscored(headline),
+                error=meta.error,
+            ),
         }
+        if unscored(headline):
+            row["pass_rate"] = None  # nothing was scored: no rate, not 0%
         self._headlines[run_id] = (stamp, row)
         return row
 
@@ -98,7 +106,15 @@ class RunCatalog:
             self._open.clear()
 
 
-def run_state(status: object, rollouts: int, scored: int) -> dict[str, Any]:
+def unscored(figures: dict[str, Any]) -> bool:
+    """Whether a run's rollouts carry no reward component at all (imported conversations before
+    ``benchmax rescore``): its pass rate and rewards are "none yet", not 0."""
+    return bool(figures.get("rollouts")) and not figures.get("components")
+
+
+def run_state(
+    status: object, rollouts: int, scored: int, *, unscored: bool = False, error: str | None = None
+) -> dict[str, Any]:
     """How the inspector shows where a run stands: its status and a tone to paint it in.
 
     A completed run none of whose rollouts was scored is painted as failed: it ran
@@ -110,6 +126,10 @@ def run_state(status: object, rollouts: int, scored: int) -> dict[str, Any]:
         return {"status": status if isinstance(status, str) else None, "tone": "muted", "note": None}
     if known == "completed" and rollouts and not scored:
         return {"status": known, "tone": "bad", "note": "every rollout failed"}
+    if known == "completed" and error:  # ran to the end, and failed its verdict (benchmax eval exited 1)
+        return {"status": known, "tone": "bad", "note": "failed (exit 1)"}
+    if known == "completed" and unscored:
+        return {"status": known, "tone": "muted", "note": "not scored yet (benchmax rescore)"}
     tone = {"running": "info", "completed": "ok", "failed": "bad", "interrupted": "warn"}[known]
     return {"status": known, "tone": tone, "note": None}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmax.inspector import shell
 from benchmax.inspector.app import STATIC_DIR, run_overview, with_envs
-from benchmax.inspector.catalog import RunCatalog
+from benchmax.inspector.catalog import RunCatalog, unscored
 from benchmax.store import MAX_IMAGE_URI_CHARS, MAX_PAGE, RunQueries
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -53,10 +53,14 @@ def _export_run(catalog: RunCatalog, run_id: str, folder: Path) -> None:
     words = run.search_words([row["seq"] for row in rollouts])
     for row in rollouts:
         row["words"] = words.get(row["seq"], [])
+    examples = _all(lambda offset: run.examples(offset=offset, limit=MAX_PAGE))
+    if unscored(overview):  # as the server answers: no example has a rate or a reward yet
+        for row in examples:
+            row["pass_rate"] = row["mean_reward"] = None
     data = {
         "overview": overview,
         "rollouts": rollouts,
-        "examples": _all(lambda offset: run.examples(offset=offset, limit=MAX_PAGE)),
+        "examples": examples,
         "groups": _all(lambda offset: run.groups(offset=offset, limit=MAX_PAGE)),
         "steps": run.steps(),
     }

@@ -489,11 +489,42 @@ def _import_file(file: Path) -> Any:
     except Exception as exc:
         del sys.modules[name]
         where = _location(file, resolved, exc)
-        raise EnvSpecError(f"{where}: importing it raised {type(exc).__name__}: {exc}") from exc
+        raise EnvSpecError(f"{where}: importing it raised {type(exc).__name__}: {exc}{_extra_hint(exc)}") from exc
     finally:
         if added:
             sys.path.remove(parent)
     return module
+
+
+_EXTRAS = {
+    "httpx": "openai",
+    "openai": "openai",
+    "llama_cpp": "local",
+    "math_verify": "rewards",
+    "mcp": "mcp",
+    "datasets": "hf",
+    "ray": "ray",
+    "pyarrow": "export",
+    "starlette": "serve",
+    "reasoning_gym": "gallery",
+    "bm25s": "gallery",
+    "docker": "docker",
+    "opentelemetry": "otel",
+}
+"""The modules benchmax's extras install, by the extra that brings each (pyproject.toml)."""
+
+
+def _extra_hint(exc: BaseException) -> str:
+    """``; it comes with benchmax's `openai` extra: ...`` for a missing module an extra installs."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    extra = _EXTRAS.get(exc.name.partition(".")[0])
+    if extra is None:
+        return ""
+    return (
+        f"; it comes with benchmax's {extra!r} extra: pip install 'benchmax[{extra}]'"
+        f" (in a clone: pip install -e '.[{extra}]')"
+    )
 
 
 def _location(file: Path, resolved: Path, exc: BaseException) -> str:

@@ -24,7 +24,16 @@ from typing import Any, Protocol
 from benchmax.auth import ModelAuth, StaticBearerAuth, bound_model_auth, redact_url
 from benchmax.client import CallFigures, ClientPool, EndpointDown, GateEvent, Outage, PriceTable
 from benchmax.engine import GroupResult
-from benchmax.envs import DatasetError, Environment, Example, RolloutRequest, SamplingParams, TerminationReason
+from benchmax.envs import (
+    BaseEnv,
+    DatasetError,
+    EnvDefinitionError,
+    Environment,
+    Example,
+    RolloutRequest,
+    SamplingParams,
+    TerminationReason,
+)
 from benchmax.errors import BenchmaxError
 from benchmax.loading import EnvSpec, ExampleStream, data_directories, open_examples
 from benchmax.mix import EnvMix
@@ -35,7 +44,8 @@ from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._replay import replay_parts
 from benchmax.runner._session import GroupKey, RunSession
 from benchmax.runner._spend import RunSpend
-from benchmax.runner._verdict import RunVerdict, judge_run
+from benchmax.runner._validate import code_at
+from benchmax.runner._verdict import RunVerdict, judge_run, record_verdict
 from benchmax.store import Run, RunMeta, RunStats, StoreError
 from benchmax.telemetry import start_telemetry, stop_telemetry
 
@@ -47,7 +57,8 @@ class RunObserver(Protocol):
 
     def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None: ...
 
-    def on_group(self, result: GroupResult) -> None: ...
+    def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
+        """A group is stored; ``env`` names its env in a mixture (``None`` for a run of one env)."""
 
     def on_outage(self, event: GateEvent, outage: Outage, waiting: int) -> None: ...
 
@@ -134,10 +145,13 @@ async def arun(
         if env is None:
             env = spec.load() if spec is not None else await EnvMix.load(config.mix)  # type: ignore[arg-type]
         examples = await _read_examples(env, config, spec if owned else None, run_dir if resume else None)
+        executor = make_executor(config, env, prices, clients=clients)
+        try:  # the env's definition and tool schemas, checked before the run is announced or made
+            await executor.start()
+        except EnvDefinitionError as exc:
+            raise _located(exc, env) from exc
         if on_ready is not None:
             on_ready()
-        executor = make_executor(config, env, prices, clients=clients)
-        await executor.start()
         auth: ModelAuth | None = (
             StaticBearerAuth.from_env(config.api_key_env) if config.api_key_env else config.credentials
         )
@@ -196,6 +210,7 @@ async def arun(
         stats = run.stats()
         cost = run.run_meta.cost
     verdict = judge_run(stats, config.max_failure_rate)
+    await asyncio.to_thread(record_verdict, run_dir, verdict)
     return RunResult(run_dir, stats, new_rollouts, client_stats, verdict, outages, cost)
 
 
@@ -261,6 +276,15 @@ def evaluate(env: str | Environment[Any, Any], **options: Any) -> RunResult:
         config = RunConfig(env=f"{type(env).__module__}:{type(env).__qualname__}", **options)
         instance = env
     return asyncio.run(arun(config, env=instance, observer=observer, resume=resume))
+
+
+def _located(exc: EnvDefinitionError, env: Environment[Any, Any]) -> EnvDefinitionError:
+    """The error with the ``FILE:LINE`` of what it is about, as ``benchmax validate`` gives it:
+    the env's ``list_tools`` for a tool schema, else its class statement."""
+    if not isinstance(env, BaseEnv):
+        return exc
+    where = code_at(type(env), "list_tools" if ".list_tools()" in str(exc) else None)
+    return EnvDefinitionError(f"{where}: {exc}") if where else exc
 
 
 def _count(examples: Iterable[Example[Any]]) -> int:
@@ -486,7 +510,7 @@ async def _schedule(
             if spend.due():
                 await asyncio.to_thread(spend.store)
             if observer is not None:
-                observer.on_group(result)
+                observer.on_group(result, env=example.env)
             left_in_batch[batch] -= 1
             if per_batch is not None and left_in_batch[batch] == 0:
                 await asyncio.to_thread(session.close_batch, batch)

@@ -119,7 +119,7 @@ async def validate_env(
         for diagnostic in env.validation_diagnostics():
             target = report.problem if diagnostic.severity == "error" else None
             text = f"{diagnostic.code}: {diagnostic.message}"
-            location = diagnostic.location or _code_at(type(env)) or where
+            location = diagnostic.location or code_at(type(env)) or where
             if target is not None:
                 target(location, text)
             else:
@@ -133,7 +133,7 @@ async def validate_env(
             examples[split] = await _check_split(env, split, places, max_examples, where, report, labels)
         if isinstance(env, BaseEnv) and not any(p.message.startswith("hook ") for p in report.problems):
             tool_sets = (
-                ToolSets(env, _code_at(cls, "tools_for") or f"{where}.tools_for")
+                ToolSets(env, code_at(cls, "tools_for") or f"{where}.tools_for")
                 if implements(env, "tools_for")
                 else None
             )
@@ -193,7 +193,7 @@ def _check_async_hooks(cls: type[Environment[Any, Any]], where: str, report: Rep
     context = cls.__dict__.get("rollout_context") if implements(cls, "rollout_context") else None
     if context is not None and (inspect.isasyncgenfunction(context) or inspect.iscoroutinefunction(context)):
         report.problem(
-            _code_at(cls, "rollout_context") or f"{where}.rollout_context",
+            code_at(cls, "rollout_context") or f"{where}.rollout_context",
             "hook rollout_context must be an async context manager: decorate it with @asynccontextmanager and `yield`",
         )
 
@@ -204,7 +204,7 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
         check_env_definition(env)
     except EnvDefinitionError as exc:
         report.problem(_definition_at(cls, str(exc)) or where, str(exc))
-    at = _code_at(cls, "list_tools") or f"{where}.list_tools"
+    at = code_at(cls, "list_tools") or f"{where}.list_tools"
     try:
         tools = validate_tools(await env.list_tools(), owner=cls.__name__)
     except EnvDefinitionError as exc:
@@ -226,7 +226,7 @@ async def _check_base_env(env: BaseEnv, where: str, report: Report) -> None:
     report.notes.append(f"{len(tools)} tool{'' if len(tools) == 1 else 's'}: {', '.join(tools) or 'none'}")
 
 
-def _code_at(cls: type, name: str | None = None) -> str | None:
+def code_at(cls: type, name: str | None = None) -> str | None:
     """``FILE:LINE`` where ``cls`` defines ``name`` (a method's ``def``, an attribute's assignment).
 
     Without ``name``, or when the env inherits it from benchmax (a ``max_turns`` never
@@ -273,7 +273,7 @@ _BENCHMAX_DIR = Path(__file__).resolve().parents[1]
 def _definition_at(cls: type, message: str) -> str | None:
     """``FILE:LINE`` of what a contract error names (``CheckedEnv.max_turns is not set``)."""
     named = re.search(rf"\b{re.escape(cls.__name__)}\.(\w+)", message)
-    return _code_at(cls, named.group(1) if named else None)
+    return code_at(cls, named.group(1) if named else None)
 
 
 async def _check_split(
@@ -395,6 +395,7 @@ async def _check_hooks(
         if not split_examples:
             continue
         rollouts: list[BaseRollout] = []
+        failed = False  # a reward hook's problem is reported as one: then no "ran" note for the split
         for index, example in enumerate(split_examples):
             rollout_id = f"validate/{split}/{index}"
             payload = example.payload
@@ -420,23 +421,27 @@ async def _check_hooks(
                         rewards = await env.compute_reward(rollout)
                         problem = _reward_problem(rewards)
                         if problem is not None:
-                            findings.add(_code_at(cls, hook) or name, f"{name}.{hook}: {problem}", f"{split} {index}")
+                            failed = True
+                            findings.add(code_at(cls, hook) or name, f"{name}.{hook}: {problem}", f"{split} {index}")
                     hook, attribute = "rollout_context (on exit)", "rollout_context"
             except Exception as exc:
                 context_works = context_works and attribute != "rollout_context"
-                at = _code_at(cls, attribute) or name
+                failed = failed or attribute == "compute_reward"
+                at = code_at(cls, attribute) or name
                 findings.add(at, f"{name}.{hook}: raised {type(exc).__name__}: {exc}{_frame(exc)}", f"{split} {index}")
                 continue
             rollouts.append(rollout)
         if rollouts and implements(env, "compute_group_rewards"):
-            at = _code_at(cls, "compute_group_rewards") or name
+            at = code_at(cls, "compute_group_rewards") or name
             label = f"{name}.compute_group_rewards"
             try:
                 value = await env.compute_group_rewards(rollouts)
             except Exception as exc:
+                failed = True
                 report.problem(at, f"{label} ({split}): raised {type(exc).__name__}: {exc}{_frame(exc)}")
             else:
                 if value is not None and not isinstance(value, Mapping | list | tuple):
+                    failed = True
                     report.problem(
                         at,
                         f"{label} ({split}): must return {{rollout_id: rewards}} or a list, got {type(value).__name__}",
@@ -445,9 +450,11 @@ async def _check_hooks(
                     for rollout_id, rewards in value.items():
                         problem = _reward_problem(rewards)
                         if problem is not None:
+                            failed = True
                             report.problem(at, f"{label} ({split}) for {rollout_id!r}: {problem}")
-        noun = "rollout" if len(rollouts) == 1 else "rollouts"
-        report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
+        if not failed:
+            noun = "rollout" if len(rollouts) == 1 else "rollouts"
+            report.notes.append(f"{split}: reward hooks ran on {len(rollouts)} synthetic {noun}")
     findings.report(report)
     return context_works
 
@@ -479,7 +486,7 @@ async def _check_tool_calls(
     cls = type(env)
     if not implements(env, "run_tool"):
         return
-    at = _code_at(cls, "run_tool") or cls.__name__
+    at = code_at(cls, "run_tool") or cls.__name__
     called: set[str] = set()
     total = 0
     for example, declared in plan:
@@ -520,7 +527,7 @@ async def _call_tools(
                 called.add(name)
     except Exception as exc:
         report.problem(
-            _code_at(cls, "rollout_context") or at,
+            code_at(cls, "rollout_context") or at,
             f"{cls.__name__}.rollout_context (around the tool calls): raised {type(exc).__name__}: {exc}{_frame(exc)}",
         )
 

@@ -10,8 +10,9 @@ and count as scored.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from benchmax.store import RunStats
+from benchmax.store import RunStats, RunWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +55,20 @@ def judge_run(stats: RunStats, max_failure_rate: float) -> RunVerdict:
             first_error,
         )
     return RunVerdict(True, None, dominant, first_error)
+
+
+def record_verdict(run_dir: Path, verdict: RunVerdict) -> None:
+    """Keep a failed verdict in the run: its reason as the run's error.
+
+    The status stays the lifecycle's (``completed``: every group ran and is stored, so
+    ``--resume`` has nothing left to do), but the verdict is only known from the figures
+    of the closed run, and without it the inspector would paint a run that exited 1 as a
+    green ``completed``. A resume clears the error and judges the run again.
+    """
+    if verdict.ok:
+        return
+    writer = RunWriter.resume(run_dir)
+    try:
+        writer.update_meta(error=verdict.reason)
+    finally:
+        writer.close()

@@ -13,7 +13,7 @@ the standard library and runs on Python 3.8+, so a prepared rootfs only needs a
 ``python3`` (with ``ctypes``).
 
 Commands run as the same user as every process of the sandbox, so whatever holds
-the channel must be out of their reach (issue #35: through ``/proc/1/fd`` a command
+the channel must be out of their reach (a probe showed it: through ``/proc/1/fd`` a command
 forged a passing result and ran a command without limits). The channel is not
 stdin/stdout, which bubblewrap's init (pid 1, dumpable) keeps: it reaches this
 process only, on descriptors bubblewrap's init closes and children never inherit;

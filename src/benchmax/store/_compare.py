@@ -265,7 +265,19 @@ def compare(
         if examples == common:
             # both runs hold the same examples, all with rollouts: each side's means are its own
             means_a, means_b = _component_means(conn, "main"), _component_means(conn, "other")
+            shared_pass = None
         else:
+            # the pass rates over the shared examples only: whole-run rates would differ by the
+            # examples one run has and the other lacks, even where no shared example changed
+            passes = (
+                "SELECT CAST(SUM(f.passed) AS REAL) / SUM(f.rollouts) FROM {side}.example_figures AS f"
+                " JOIN {other}.example_figures AS g ON g.example_id = f.example_id AND g.rollouts > 0"
+                " WHERE f.rollouts > 0"
+            )
+            shared_pass = {
+                "a": conn.execute(passes.format(side="main", other="other")).fetchone()[0],
+                "b": conn.execute(passes.format(side="other", other="main")).fetchone()[0],
+            }
             shared = (
                 "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
                 " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
@@ -309,6 +321,7 @@ def compare(
             for name in names
         ],
         "headline": {"a": a.headline(), "b": b.headline()},
+        "shared_pass": shared_pass,
         "only_a": only_a or 0,
         "only_b": only_b or 0,
         "common": common or 0,
@@ -391,6 +404,16 @@ def _compare_in_memory(
     if descending:
         rows.sort(key=lambda row: row[key] is None)
     page = rows[offset : offset + limit]
+    common = per_a.keys() & per_b.keys()
+    shared_pass = None
+    if common != per_a.keys() | per_b.keys():  # as compare: the pass rates over the common examples
+
+        def rate(per: dict[str, Any]) -> float | None:
+            rollouts = sum(per[example_id].rollouts for example_id in common)
+            passed = sum(round(per[example_id].pass_rate * per[example_id].rollouts) for example_id in common)
+            return passed / rollouts if rollouts else None
+
+        shared_pass = {"a": rate(per_a), "b": rate(per_b)}
     prompts = _page_prompts(a, b, [row["example_id"] for row in page])
     for row in page:
         row["prompt"] = prompts.get(row["example_id"], "")
@@ -401,6 +424,7 @@ def _compare_in_memory(
             if delta.component != HEADLINE
         ],
         "headline": {"a": a.headline(), "b": b.headline()},
+        "shared_pass": shared_pass,
         "only_a": len(result.only_in_a),
         "only_b": len(result.only_in_b),
         "common": len(per_a.keys() & per_b.keys()),

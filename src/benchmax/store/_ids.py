@@ -5,8 +5,10 @@ they wrap over several lines of every table a person reads, and nobody reads
 past the first few characters anyway. A short id is the id's shortest prefix
 (never under :data:`MIN_SHORT_ID` characters) that no other example id of the
 run shares, so it still finds the example in the inspector's search, an export
-or ``grep``. Ids a person chose (``gsm8k-0012``) are shown whole: only ids
-that look like digests are cut. Links, exports and the API keep the full id.
+or ``grep``. A mixture's ids (``math/<digest>``) keep their env and cut the
+digest after it the same way (``math/179dd2e8``). Ids a person chose
+(``gsm8k-0012``) are shown whole: only ids that end in a digest are cut. Links,
+exports and the API keep the full id.
 """
 
 from __future__ import annotations
@@ -46,15 +48,24 @@ def short_ids(connections: Sequence[sqlite3.Connection], example_ids: Iterable[s
     for example_id in example_ids:
         if example_id in result:
             continue
-        if not is_digest(example_id):
+        start = _digest_start(example_id)
+        if start is None:
             result[example_id] = example_id
             continue
         shared = 0
         for connection in connections:
             for neighbour in _neighbours(connection, example_id):
                 shared = max(shared, _common_prefix(example_id, neighbour))
-        result[example_id] = example_id[: max(MIN_SHORT_ID, shared + 1)]
+        result[example_id] = example_id[: start + max(MIN_SHORT_ID, shared - start + 1)]
     return result
+
+
+def _digest_start(example_id: str) -> int | None:
+    """Where the digest of an id starts: 0 for a bare digest, after ``ENV/`` for a mixture's id."""
+    if is_digest(example_id):
+        return 0
+    env, slash, tail = example_id.rpartition("/")
+    return len(env) + 1 if slash and env and is_digest(tail) else None
 
 
 def _neighbours(connection: sqlite3.Connection, example_id: str) -> list[str]:

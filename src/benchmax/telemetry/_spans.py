@@ -328,7 +328,8 @@ def end_model_call(
     if finish_reason is not None:
         active.set_attribute(gen_ai.GEN_AI_RESPONSE_FINISH_REASONS, (finish_reason,))
     if _CONTENT:
-        active.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _text([dict(message)]))
+        # a reply's message carries no role on the wire; the GenAI convention wants each message's
+        active.set_attribute(gen_ai.GEN_AI_OUTPUT_MESSAGES, _text([{"role": "assistant", **message}]))
     active.end()
 
 

@@ -148,6 +148,6 @@ class _Outcomes:
     def on_start(self, *, total_rollouts: int, done_rollouts: int, run_dir: Path) -> None:
         pass
 
-    def on_group(self, result: GroupResult) -> None:
+    def on_group(self, result: GroupResult, *, env: str | None = None) -> None:
         # the figures need rewards and status only: transcripts are not held for the whole eval
         self.outcomes.extend(replace(outcome, messages=[], turns=(), logs=()) for outcome in result.outcomes)

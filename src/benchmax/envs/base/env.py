@@ -1,4 +1,4 @@
-"""``BaseEnv``: the authoring contract of ``shared/spec/base-env.md`` (0.2.x's module path).
+"""``BaseEnv``: the authoring contract of ``docs/contract.md`` (0.2.x's module path).
 
 Env authors override hooks; the loop itself lives in :mod:`benchmax.engine`, so
 this module stays a description of *what* an env is, not *how* it is run.

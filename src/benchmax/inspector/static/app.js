@@ -67,7 +67,13 @@
   }
   const pct = (value) => (value === null || value === undefined ? '—' : `${(100 * value).toFixed(1)}%`);
   const secs = (value) => (value === null || value === undefined ? '—' : value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(2)} s`);
-  const date = (ts) => (ts ? new Date(ts * 1000).toLocaleString('en-GB', { hour12: false }) : '—');
+  // ISO 8601 in the reader's time zone (2026-12-07 14:03:09): one order of day and month everywhere
+  const date = (ts) => {
+    if (!ts) return '—';
+    const d = new Date(ts * 1000);
+    const two = (n) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  };
   const signed = (value) => (value === null || value === undefined ? '—' : `${value > 0 ? '+' : ''}${fmt(value)}`);
   // Dollars: unknown (a model without a price) is never shown as $0.
   const usd = (value) => (value === null || value === undefined ? 'unknown' : value >= 1 ? `$${value.toFixed(2)}` : `$${Number(value.toFixed(6))}`);
@@ -317,6 +323,12 @@
   // ---------------------------------------------------------------- tables
 
   // columns: [{key, label, sort, num, render(row)}]; state: {sort, desc}; onSort(key)
+  // a table read whole on a phone: its headers and names wrap instead of scrolling it sideways
+  function fitted(grid) {
+    grid.classList.add('fit');
+    return grid;
+  }
+
   function table(columns, rows, state, onSort, rowClass) {
     const head = h('tr', {}, columns.map((col) => {
       const active = state && col.sort && state.sort === col.sort;
@@ -574,7 +586,9 @@
     const heads = h('div', { class: 'cards' },
       statCard(`A: ${a}`, pct(headline.a.pass_rate), `${plural(headline.a.rollouts, 'rollout')} · failures ${pct(headline.a.failure_rate)}`),
       statCard(`B: ${b}`, pct(headline.b.pass_rate), `${plural(headline.b.rollouts, 'rollout')} · failures ${pct(headline.b.failure_rate)}`),
-      statCard('pass rate Δ (B − A)', signed((headline.b.pass_rate - headline.a.pass_rate) * 100) + ' pp', counts));
+      // over the common examples (result.shared_pass when the runs' example sets differ), as the component deltas
+      statCard(result.shared_pass ? 'pass rate Δ (B − A), common examples' : 'pass rate Δ (B − A)',
+        signed(((result.shared_pass || { b: headline.b.pass_rate }).b - (result.shared_pass || { a: headline.a.pass_rate }).a) * 100) + ' pp', counts));
     // a component only one run emits has no delta: it is new in B, or gone from it
     const onlyOne = Object.fromEntries(result.components.filter((row) => (row.a === null) !== (row.b === null))
       .map((row) => [row.component, row.a === null ? badge('new', 'info') : badge('only in A', 'warn')]));
@@ -728,39 +742,59 @@
         provenancePanel(meta.provenance, meta.provenance_resumes));
     }
 
-    // what made the run: env code and data (hashed), benchmax, git, model and sampling
+    // what made the run: env code and data (hashed), benchmax, git, model and sampling; a mixture's
+    // code, data and git state are its envs' own (one line each, as the CLI's summary prints them)
     function provenancePanel(p, resumes) {
       if (!p || typeof p !== 'object') return null;
       const short = (digest) => (digest ? String(digest).slice(0, 12) : 'none');
-      const env = p.env || {};
-      const who = env.kind === 'package'
-        ? `${env.name} ${env.version} (package ${env.distribution}, ${env.entry_point})`
-        : String(env.path || env.class || env.spec || '—');
-      const code = p.code || {};
-      const git = p.git;
-      const gitText = git ? `git ${String(git.commit || 'no commit').slice(0, 10)}${git.dirty ? ' (uncommitted changes)' : git.dirty === false ? ' (clean)' : ''}` : 'not in git';
-      const data = p.data || {};
-      const files = Array.isArray(data.files) ? data.files : [];
-      const hub = data.origin && data.origin.hub ? `hub ${data.origin.hub}@${data.origin.revision || 'default'} · ` : '';
-      const dataText = !p.data ? 'not recorded'
-        : files.length === 1 && data.count === 1 ? `${hub}${short(files[0].sha256)} ${String(files[0].path || '').split('/').pop()} (${bytes(files[0].size || 0)})`
-          : files.length ? `${hub}${short(data.sha256)} (${fmt(data.count)} files, ${bytes(data.bytes || 0)})` : `${hub}${data.source || ''}, no local files`;
+      const who = (record) => {
+        const env = record.env || {};
+        return env.kind === 'package'
+          ? `${env.name} ${env.version} (package ${env.distribution}, ${env.entry_point})`
+          : String(env.path || env.class || env.spec || '—');
+      };
+      const gitText = (record) => {
+        const git = record.git;
+        return git ? `git ${String(git.commit || 'no commit').slice(0, 10)}${git.dirty ? ' (uncommitted changes)' : git.dirty === false ? ' (clean)' : ''}` : 'not in git';
+      };
+      const codeText = (record) => {
+        const code = record.code || {};
+        return `${short(code.sha256)} (${fmt(code.files || 0)} files${code.truncated ? ', truncated' : ''}) · ${gitText(record)}`;
+      };
+      // the digest a person compares: a one-file dataset's is its file's (as the CLI prints it)
+      const dataDigest = (record) => {
+        const data = record.data || {};
+        const files = Array.isArray(data.files) ? data.files : [];
+        return files.length === 1 && data.count === 1 ? files[0].sha256 : data.sha256;
+      };
+      const dataText = (record) => {
+        const data = record.data || {};
+        const files = Array.isArray(data.files) ? data.files : [];
+        const hub = data.origin && data.origin.hub ? `hub ${data.origin.hub}@${data.origin.revision || 'default'} · ` : '';
+        return !record.data ? 'not recorded'
+          : files.length === 1 && data.count === 1 ? `${hub}${short(files[0].sha256)} ${String(files[0].path || '').split('/').pop()} (${bytes(files[0].size || 0)})`
+            : files.length ? `${hub}${short(data.sha256)} (${fmt(data.count)} files, ${bytes(data.bytes || 0)})` : `${hub}${data.source || ''}, no local files`;
+      };
+      const members = p.members && typeof p.members === 'object' ? Object.entries(p.members) : [];
       const endpoint = Array.isArray(p.endpoint) ? p.endpoint.join(', ') : String(p.endpoint || '—');
       const sampling = Object.entries(p.sampling || {}).map(([key, value]) => `${key}=${typeof value === 'object' ? JSON.stringify(value) : value}`).join(' ') || 'server defaults';
-      const rows = [
-        ['env', who],
-        ['code', `${short(code.sha256)} (${fmt(code.files || 0)} files${code.truncated ? ', truncated' : ''}) · ${gitText}`],
-        ['data', dataText],
+      const rows = members.length
+        ? [['env', `mixture of ${members.map(([name]) => name).join(', ')}`],
+          ...members.flatMap(([name, member]) => [[`${name}: env`, who(member)], [`${name}: code`, codeText(member)], [`${name}: data`, dataText(member)]])]
+        : [['env', who(p)], ['code', codeText(p)], ['data', dataText(p)]];
+      rows.push(
         ['model', `${p.model || '—'} at ${endpoint}`],
         ['sampling', sampling],
         ['benchmax', `${p.benchmax || '—'} (python ${p.python || '—'})`],
-      ];
+      );
       if (Array.isArray(p.inherited) && p.inherited.length) rows.push(['from source run', p.inherited.join(', ')]);
       for (const resume of Array.isArray(resumes) ? resumes : []) rows.push([`resumed ${date(resume.at)}`, (resume.changes || []).join('; ')]);
       const list = h('dl', { class: 'provenance' });
       for (const [key, value] of rows) list.append(h('dt', { text: key }), h('dd', { text: value }));
-      return h('details', { class: 'card provenance' },
-        h('summary', { text: `provenance · code ${short(code.sha256)} · data ${short(data.sha256)} · ${gitText}` }), list);
+      const summary = members.length
+        ? `provenance · ${members.length} envs · ${members.map(([name, member]) => `${name} code ${short((member.code || {}).sha256)}`).join(' · ')}`
+        : `provenance · code ${short((p.code || {}).sha256)} · data ${short(dataDigest(p))} · ${gitText(p)}`;
+      return h('details', { class: 'card provenance' }, h('summary', { text: summary }), list);
     }
 
     function outageNote(outages) {
@@ -1090,7 +1124,7 @@
         h('span', { class: 'lvl', text: log.level }),
         h('span', { class: 'muted', text: offset }),
         h('span', { class: 'logger', text: log.logger }),
-        log.file ? h('span', { class: 'where', text: `${log.file}:${log.line}` }) : null,
+        log.file ? h('span', { class: 'where', text: log.line ? `${log.file}:${log.line}` : log.file }) : null,  // an agent's stderr has no line
         // a group hook's records belong to no rollout, so to no turn: only their phase is shown
         h('span', { class: 'muted', text: log.rollout_id ? `turn ${log.turn} · ${log.phase}` : log.phase })),
       longText(log.message, 2000, 30),
@@ -1398,12 +1432,12 @@
     const rewardCard = h('section', { class: 'card' }, h('h3', {}, 'reward ', h('span', { class: 'big', text: fmt(rec.reward) }), ' ',
       h('span', { class: 'advantage', title: 'advantage in its group: (reward − group mean) / group std' }, 'advantage ', h('span', { class: `big ${advantageClass}`, text: signed(rec.advantage) }),
         h('span', { class: 'muted small', text: ` (group mean ${fmt(rec.group_mean)})` }))),
-      names.length ? table([
+      names.length ? fitted(table([
         { label: 'component', render: (row) => row.name },
         { label: 'value', num: true, render: (row) => fmt(row.value) },
         { label: 'raw (env emitted)', num: true, render: (row) => (row.filled ? h('span', { class: 'muted', text: '—' }) : fmt(row.value)) },
         { label: 'filled', render: (row) => (row.filled ? badge('zero-filled', 'warn') : h('span', { class: 'muted', text: 'no' })) },
-      ], names.map((name) => ({ name, ...rec.rewards[name] }))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
+      ], names.map((name) => ({ name, ...rec.rewards[name] })))) : h('p', { class: 'muted', text: 'no reward components (not scored)' }));
     const usageCard = h('section', { class: 'card' }, h('h3', { text: 'usage and timing' }),
       h('p', {}, `${fmt(rec.prompt_tokens)} prompt + ${plural(rec.completion_tokens, 'completion token')} · ${plural(rec.num_turns, 'turn')} · ${plural(rec.num_tool_calls, 'tool call')} · ${secs(rec.seconds)} in all`),
       rolloutCost(rec.cost),
