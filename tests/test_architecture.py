@@ -248,8 +248,9 @@ def test_the_circle_check_finds_a_circle_closed_inside_a_function():
     assert _cycles({"p.a": {"p.b"}, "p.b": set()}) == []
 
 
-ENVS_LINES = 2_000
-"""The contract stays small enough to read in a sitting: ``envs/`` under this many lines."""
+ENVS_LINES = 2_500
+"""The contract stays small enough to read in a sitting: ``envs/`` under this many lines (the env-driven
+turns, levelled and endless datasets are in it)."""
 MODULE_LINES = 600
 FUNCTION_LINES = 100
 STILL_OVER = {"runner/_run.py:_schedule", "serve/_app.py:create_app"}
