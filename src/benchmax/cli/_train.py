@@ -135,6 +135,15 @@ def train_command(
         int | None,
         typer.Option(rich_help_panel="GRPO", help="Train only the top N decoder layers (default: every weight)."),
     ] = None,
+    curriculum: Annotated[
+        str | None,
+        typer.Option(
+            rich_help_panel="GRPO",
+            metavar="SPEC",
+            help="What groups run, following the pass rate: filter, levels, weights, filter+levels, "
+            "'levels(promote=0.7,start=2)', or FILE.py:Class (docs/training.md, 'Curricula').",
+        ),
+    ] = None,
     eval_group_size: Annotated[
         int,
         typer.Option(
@@ -184,6 +193,11 @@ def train_command(
         except (BenchmaxError, TypeError, ValueError) as exc:
             typer.echo(f"error: {resume}: {exc}", err=True)
             raise typer.Exit(2) from None
+        if curriculum is not None and curriculum != resumed.curriculum:
+            raise typer.BadParameter(
+                f"{resume} continues its own curriculum ({resumed.curriculum or 'none'}); give no --curriculum",
+                param_hint="--curriculum",
+            )
         if env is not None and env != resumed.env:
             raise typer.BadParameter(f"{resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
         env = resumed.env if resumed.mix is None else None  # a mixture is loaded from its stored members
@@ -216,6 +230,7 @@ def train_command(
             "dead_groups": dead_groups,
             "max_refill": max_refill,
             "train_layers": train_layers,
+            "curriculum": curriculum,
             "eval_group_size": eval_group_size,
             "eval_examples": eval_examples,
             "telemetry": traces,

@@ -24,6 +24,15 @@ from benchmax.envs._messages import (
     tool_message,
     truncate_text,
 )
+from benchmax.envs._procedural import (
+    EndlessDataset,
+    EndlessDatasetError,
+    LevelledEnv,
+    UnknownLevelError,
+    check_level,
+    has_levels,
+    is_endless,
+)
 from benchmax.envs._records import LogEntry, SamplingParams, TurnRecord, Usage
 from benchmax.envs._runtime import register_engine
 from benchmax.envs._scope import HoldClock, RolloutScope, current_scope, enter_scope, group_scope, rollout_scope
@@ -79,6 +88,8 @@ __all__ = [
     "DatasetError",
     "DatasetNotFound",
     "DatasetSplit",
+    "EndlessDataset",
+    "EndlessDatasetError",
     "EnvDefinitionError",
     "EnvSpecError",
     "Environment",
@@ -87,6 +98,7 @@ __all__ = [
     "InjectedAuth",
     "JsonRow",
     "JsonlDataset",
+    "LevelledEnv",
     "ListDataset",
     "LogCollector",
     "LogEntry",
@@ -106,6 +118,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "TurnRecord",
+    "UnknownLevelError",
     "Usage",
     "ValidationDiagnostic",
     "bind_model_auth",
@@ -113,6 +126,7 @@ __all__ = [
     "capture_logs",
     "check_env_definition",
     "check_group",
+    "check_level",
     "check_prompt_messages",
     "collect_dataset_problems",
     "collecting_dataset_problems",
@@ -122,9 +136,11 @@ __all__ = [
     "current_scope",
     "enter_scope",
     "group_scope",
+    "has_levels",
     "implements",
     "install_log_capture",
     "is_content_part",
+    "is_endless",
     "is_scorable",
     "is_scored",
     "message_key",
