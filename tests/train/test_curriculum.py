@@ -220,7 +220,7 @@ def test_mixture_weights_follow_each_envs_pass_rate_within_the_bounds():
     assert shares["easy"] == pytest.approx(0.2) and shares["hard"] == pytest.approx(0.2)
     drawn = [pool.get(example_id).env for example_id in (sampler.draw(pool, 1) for _ in range(300))]
     assert 0.5 < drawn.count("mid") / 300 < 0.7
-    assert sampler.figures()["env/mid/weight"] == pytest.approx(0.6)
+    assert sampler.figures()["curriculum/mid/weight"] == pytest.approx(0.6)
     with pytest.raises(CurriculumError, match="trains one env"):
         PassRateWeights().start(ExamplePool(_examples(3)))
     with pytest.raises(CurriculumError, match="cannot hold for 3 envs"):

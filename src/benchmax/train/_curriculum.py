@@ -180,7 +180,8 @@ class Sampler:
     ``draw(pool, step)`` returns an example the pool handed out (or its id); ``update``
     gets every scored group; ``state``/``load_state`` carry what the sampler learned
     (plain JSON) across a resume; ``figures`` are logged with each step (flat names:
-    ``curriculum/...`` for the run, ``env/<name>/...`` per env of a mixture).
+    ``curriculum/<figure>`` for the run, ``curriculum/<env>/<figure>`` per env of a mixture;
+    the inspector's Training tab charts ``set_aside``, ``level`` and ``weight``).
 
         class HardFirst(Sampler):
             def __init__(self):
@@ -347,7 +348,7 @@ class DifficultyFilter(Sampler):
         }
         envs = {value[3] for value in self._aside.values() if value[3] is not None}
         for env in sorted(envs):
-            figures[f"env/{env}/set_aside"] = float(sum(value[3] == env for value in held))
+            figures[f"curriculum/{env}/set_aside"] = float(sum(value[3] == env for value in held))
         self._skipped = 0
         return figures
 
@@ -472,7 +473,7 @@ class Levels(Sampler):
         figures: dict[str, float] = {}
         for key, level in sorted(self._level.items()):
             if key:
-                figures[f"env/{key}/level"] = float(level)
+                figures[f"curriculum/{key}/level"] = float(level)
             else:
                 figures["curriculum/level"] = float(level)
             recent = self._recent.get(key) or []
@@ -574,9 +575,9 @@ class PassRateWeights(Sampler):
     def figures(self) -> dict[str, float]:
         figures: dict[str, float] = {}
         for env, share in self.shares().items():
-            figures[f"env/{env}/weight"] = share
+            figures[f"curriculum/{env}/weight"] = share
             if env in self._rate:
-                figures[f"env/{env}/pass_rate"] = self._rate[env]
+                figures[f"curriculum/{env}/pass_rate"] = self._rate[env]
         return figures
 
     def describe(self) -> str:
