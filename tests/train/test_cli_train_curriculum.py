@@ -56,6 +56,7 @@ def test_a_filtered_run_keeps_its_curriculum_and_a_resume_continues_it(tiny_mode
     assert "curriculum filter(recheck=100,pass=1): resumed with its state after step 2" in resumed
     with Run(run_dir) as run:
         assert run.run_meta.train["curriculum"] == spec
+        assert run.run_meta.provenance.extra["curriculum"] == spec
         steps = run.steps()
     assert [metrics["trainer_step"] for _, _, metrics in steps] == [1, 2, 3]
     aside = [metrics["curriculum/set_aside"] for _, _, metrics in steps]

@@ -389,3 +389,35 @@ def test_an_endless_dataset_is_drawn_as_needed_and_each_new_example_stored(tiny,
     with sqlite3.connect(tmp_path / "run" / DB_NAME) as conn:
         stored = conn.execute("SELECT example_id, idx FROM examples ORDER BY idx").fetchall()
     assert stored == [(endless[index].id, index) for index in range(6)]
+
+
+def _documented_sampler() -> type[Sampler]:
+    """The sampler of docs/training.md ("Your own sampler"), run as the page shows it."""
+    page = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    block = page.split("### Your own sampler", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(block.replace('train("examples/format", model="embedded", sampler=RetryFailures())', ""), namespace)
+    return namespace["RetryFailures"]
+
+
+def test_the_documented_sampler_of_your_own_runs_in_the_trainer_and_resumes_from_its_state(tiny, tmp_path):
+    retry_failures = _documented_sampler()
+    torch.manual_seed(0)
+    sampler = retry_failures()
+    bridge, policy, session = _bridge(tiny, tmp_path, curriculum=sampler, env=SignalEnv(size=6, flat=(0, 1)))
+    try:
+        batches = [bridge.step_batch(step, groups=2, group_size=2) for step in range(2)]
+    finally:
+        _close(bridge, policy, session)
+    assert all("curriculum/retry_queue" in batch.metrics for batch in batches)
+    assert sampler.drawn > 0
+    resumed = retry_failures()
+    bridge, policy, session = _bridge(tiny, tmp_path, curriculum=resumed, resume=True)
+    try:
+        bridge._restore_curriculum(2)  # what the first draw of a resumed run does
+        restored = resumed.state()
+        bridge.step_batch(2, groups=2, group_size=2)
+    finally:
+        _close(bridge, policy, session)
+    assert restored == sampler.state()
+    assert resumed.drawn >= sampler.drawn

@@ -17,7 +17,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -531,6 +531,10 @@ def _run_session(
         origin=origin,
     )
     session.add_examples("train", dataset)
+    provenance = session.run_meta.provenance
+    if config.curriculum is not None and provenance is not None:
+        # what chose the examples is part of what made the run (its state per step: sampler_states)
+        session.update_meta(provenance=replace(provenance, extra={**provenance.extra, "curriculum": config.curriculum}))
     return session, 0
 
 
