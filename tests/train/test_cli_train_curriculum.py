@@ -37,12 +37,11 @@ def test_a_filtered_run_keeps_its_curriculum_and_a_resume_continues_it(tiny_mode
     run_dir = tmp_path / "run"
     common = ["--model", str(tiny_model_dir), "--run-dir", str(run_dir), *SMALL]
     spec = "filter(recheck=100)"
-    first = _ok(
-        _train(
-            SIGNAL_ENV, "--env-arg", "size=6", "--env-arg", "flat=[0,1,2,3]", *common, "--max-steps", "2",
-            "--save-steps", "1", "--async-steps", "0", "--curriculum", spec,
-        )  # fmt: skip
-    )
+    args = [
+        SIGNAL_ENV, "--env-arg", "size=6", "--env-arg", "flat=[0,1,2,3]", *common, "--max-steps", "2",
+        "--save-steps", "1", "--async-steps", "0", "--curriculum", spec,
+    ]  # fmt: skip
+    first = _ok(_train(*args))
     header = next(line for line in first.splitlines() if line.strip().startswith("step "))
     assert "aside" in header.split(), header
     with sqlite3.connect(run_dir / DB_NAME) as conn:
@@ -85,12 +84,11 @@ def test_a_curriculum_that_cannot_run_is_exit_2_before_the_model_loads(tiny_mode
 
 def test_an_endless_procedural_env_trains_through_its_levels_and_stores_what_it_drew(tiny_model_dir, tmp_path):
     run_dir = tmp_path / "run"
-    _ok(
-        _train(
-            REASONING_GYM, "--env-arg", "endless=true", "--model", str(tiny_model_dir), "--run-dir", str(run_dir),
-            *SMALL, "--max-steps", "2", "--async-steps", "0", "--curriculum", "levels(promote=0.5,window=1)",
-        )  # fmt: skip
-    )
+    args = [
+        REASONING_GYM, "--env-arg", "endless=true", "--model", str(tiny_model_dir), "--run-dir", str(run_dir),
+        *SMALL, "--max-steps", "2", "--async-steps", "0", "--curriculum", "levels(promote=0.5,window=1)",
+    ]  # fmt: skip
+    _ok(_train(*args))
     with Run(run_dir) as run:
         steps = run.steps()
     levels = [metrics["curriculum/level"] for _, _, metrics in steps]
@@ -106,11 +104,12 @@ def test_an_endless_procedural_env_trains_through_its_levels_and_stores_what_it_
 
 
 def test_evaluating_an_endless_dataset_needs_max_examples(tmp_path):
+    command = [
+        sys.executable, "-m", "benchmax.cli", "eval", REASONING_GYM, "--env-arg", "endless=true",
+        "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--run-dir", str(tmp_path / "run"),
+    ]  # fmt: skip
     completed = subprocess.run(
-        [
-            sys.executable, "-m", "benchmax.cli", "eval", REASONING_GYM, "--env-arg", "endless=true",
-            "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--run-dir", str(tmp_path / "run"),
-        ],  # fmt: skip
+        command,
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "300"},
