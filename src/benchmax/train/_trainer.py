@@ -531,7 +531,7 @@ def _run_session(
         origin=origin,
     )
     session.add_examples("train", dataset)
-    provenance = session.run_meta.provenance
+    provenance = session.run_meta().provenance
     if config.curriculum is not None and provenance is not None:
         # what chose the examples is part of what made the run (its state per step: sampler_states)
         session.update_meta(provenance=replace(provenance, extra={**provenance.extra, "curriculum": config.curriculum}))
