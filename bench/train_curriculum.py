@@ -1,6 +1,7 @@
 """With and without a curriculum: dead groups generated and steps to a held-out target (prints figures).
 
-Each condition trains the same config from the same seed in a fresh process, and
+Each condition trains the same config from the same seed in a fresh process (the two
+run at once, so the machine's load hits both alike; give each ``--threads 1``), and
 evaluates the held-out ``eval`` split every ``--eval-every`` steps (and at step 0) with
 the weights as they are then; every held-out eval draws its samples from the same
 seed in both conditions, and does not move the training's random state. Printed per
@@ -11,7 +12,7 @@ at each eval, and the first step at which the held-out figure reached ``--target
     nice -n 10 python bench/train_curriculum.py --steps 16 --eval-every 2 \\
         --curriculum 'filter(recheck=8)' --target-component exact --target 0.5 -- \\
         examples/format --max-examples 16 --group-size 4 --prompts-per-step 4 --max-tokens 8 \\
-        --temperature 0.8 --learning-rate 5e-5 --threads 2
+        --temperature 0.8 --learning-rate 5e-5 --threads 1
 
 Everything after ``--`` goes to ``benchmax.train.build`` as ``benchmax train`` would parse it:
 the env, then ``--group-size``, ``--prompts-per-step``, ``--max-tokens``, ``--temperature``,
@@ -137,20 +138,26 @@ def main() -> None:
         return
 
     stamp = int(time.time())
-    results = {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    running = {}
+    # both conditions at once, each in its own process: the machine's load hits both alike
     for name, curriculum in (("without", ""), ("with", args.curriculum)):
         run_dir = args.out / f"{name}-{stamp}"
         result = args.out / f"{name}-{stamp}.json"
-        args.out.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, __file__, "--child", "--run-dir", str(run_dir), "--result", str(result),
             "--steps", str(args.steps), "--eval-every", str(args.eval_every),
             "--eval-group-size", str(args.eval_group_size), "--curriculum", curriculum, "--", *extra,
         ]  # fmt: skip
         print(f"[{name} curriculum {curriculum or '-'}] load {os.getloadavg()[0]:.2f}", flush=True)
-        completed = subprocess.run(command, check=False)
-        if completed.returncode != 0:
-            raise SystemExit(f"{name} failed (exit {completed.returncode})")
+        log = (args.out / f"{name}-{stamp}.log").open("w")
+        running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), result, log)
+    results = {}
+    for name, (process, result, log) in running.items():
+        code = process.wait()
+        log.close()
+        if code != 0:
+            raise SystemExit(f"{name} failed (exit {code}); see {log.name}")
         results[name] = json.loads(result.read_text())
 
     print(f"\n{args.steps} steps, same seed; held-out every {args.eval_every} steps, target "
