@@ -33,6 +33,7 @@ def _ok(completed: subprocess.CompletedProcess[str]) -> str:
     return completed.stdout + completed.stderr
 
 
+@pytest.mark.timeout(900)  # two trainings in subprocesses: minutes on a loaded 2-core machine
 def test_a_filtered_run_keeps_its_curriculum_and_a_resume_continues_it(tiny_model_dir, tmp_path):
     run_dir = tmp_path / "run"
     common = ["--model", str(tiny_model_dir), "--run-dir", str(run_dir), *SMALL]
@@ -61,9 +62,17 @@ def test_a_filtered_run_keeps_its_curriculum_and_a_resume_continues_it(tiny_mode
     aside = [metrics["curriculum/set_aside"] for _, _, metrics in steps]
     assert aside[2] >= aside[1] >= 1  # nothing set aside is forgotten across the resume (recheck is 100 steps)
 
-    refused = _train("--resume", str(run_dir), "--max-steps", "4", "--curriculum", "levels")
+
+
+def test_a_resume_keeps_its_own_curriculum_and_refuses_another(tmp_path):
+    from benchmax.runner import RunSession
+    from benchmax.train import TrainConfig
+
+    config = TrainConfig(env=SIGNAL_ENV, run_dir=tmp_path / "run", curriculum="filter")
+    RunSession.create(tmp_path / "run", kind="train", meta={"train": config.to_meta()}).close()
+    refused = _train("--resume", str(tmp_path / "run"), "--curriculum", "levels")
     assert refused.returncode == 2
-    assert "continues its own curriculum" in refused.stderr
+    assert "continues its own curriculum (filter); give no --curriculum" in " ".join(refused.stderr.split())
 
 
 @pytest.mark.parametrize(
@@ -82,6 +91,7 @@ def test_a_curriculum_that_cannot_run_is_exit_2_before_the_model_loads(tiny_mode
     assert not (tmp_path / "run" / DB_NAME).exists()
 
 
+@pytest.mark.timeout(600)
 def test_an_endless_procedural_env_trains_through_its_levels_and_stores_what_it_drew(tiny_model_dir, tmp_path):
     run_dir = tmp_path / "run"
     args = [
@@ -118,3 +128,23 @@ def test_evaluating_an_endless_dataset_needs_max_examples(tmp_path):
     assert completed.returncode == 2
     said = " ".join((completed.stdout + completed.stderr).split())
     assert "is endless (it generates examples without end): give how many to take, with --max-examples N" in said
+
+
+@pytest.mark.timeout(600)
+def test_a_mixtures_curriculum_logs_each_envs_weight_and_set_aside_count(tiny_model_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    args = [
+        "--env", f"signal={SIGNAL_ENV}=0.5", "--env", "format=examples/format=0.5", "--model", str(tiny_model_dir),
+        "--run-dir", str(run_dir), *SMALL, "--max-steps", "2", "--async-steps", "0",
+        "--curriculum", "filter+weights(min=0.2,max=0.8)",
+    ]  # fmt: skip
+    _ok(_train(*args))
+    with Run(run_dir) as run:
+        steps = run.steps()
+        assert run.run_meta.provenance.extra["curriculum"] == "filter+weights(min=0.2,max=0.8)"
+    for _, _, metrics in steps:
+        weights = [metrics[f"curriculum/{env}/weight"] for env in ("format", "signal")]
+        assert sum(weights) == pytest.approx(1.0)
+        assert all(0.2 - 1e-9 <= weight <= 0.8 + 1e-9 for weight in weights)
+        aside = [metrics.get(f"curriculum/{env}/set_aside", 0.0) for env in ("format", "signal")]
+        assert sum(aside) == metrics["curriculum/set_aside"]
