@@ -148,3 +148,34 @@ def test_a_mixtures_curriculum_logs_each_envs_weight_and_set_aside_count(tiny_mo
         assert all(0.2 - 1e-9 <= weight <= 0.8 + 1e-9 for weight in weights)
         aside = [metrics.get(f"curriculum/{env}/set_aside", 0.0) for env in ("format", "signal")]
         assert sum(aside) == metrics["curriculum/set_aside"]
+
+
+@pytest.mark.timeout(900)
+def test_a_sampler_that_raises_stops_the_run_with_exit_2_and_the_fixed_sampler_resumes_it(tiny_model_dir, tmp_path):
+    sampler = tmp_path / "mine.py"
+    sampler.write_text(
+        "from benchmax.train import Sampler\n"
+        "class Mine(Sampler):\n"
+        "    def draw(self, pool, step):\n"
+        "        if step >= 1:\n"
+        "            raise LookupError('no examples left at this level')\n"
+        "        return pool.ids[0]\n"
+    )
+    run_dir = tmp_path / "run"
+    args = [
+        SIGNAL_ENV, "--model", str(tiny_model_dir), "--run-dir", str(run_dir), *SMALL, "--max-steps", "3",
+        "--save-steps", "1", "--async-steps", "0", "--curriculum", f"{sampler}:Mine",
+    ]  # fmt: skip
+    failed = _train(*args)
+    said = " ".join(failed.stderr.split())
+    assert failed.returncode == 2, failed.stdout[-2000:] + failed.stderr[-4000:]
+    assert f"the curriculum's sampler ({sampler}:Mine) raised in draw(): LookupError: no examples left" in said
+    assert f"benchmax train --resume {run_dir}" in said
+    with Run(run_dir) as run:
+        assert run.run_meta.status == "failed"
+        assert [metrics["trainer_step"] for _, _, metrics in run.steps()] == [1]
+
+    sampler.write_text(sampler.read_text().replace("step >= 1", "step >= 99"))
+    _ok(_train("--resume", str(run_dir), "--max-steps", "3"))
+    with Run(run_dir) as run:
+        assert [metrics["trainer_step"] for _, _, metrics in run.steps()] == [1, 2, 3]
