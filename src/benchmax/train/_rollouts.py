@@ -246,6 +246,8 @@ class RolloutBridge:
             if self.dead_groups == "keep":
                 break
         if self.session is not None:
+            if self.pool is not None:
+                await self._store_new_examples()
             await asyncio.to_thread(self._store, drawn, results, batch)
         all_outcomes = [outcome for result in results for outcome in result.outcomes]
         if self.policy is not None:
@@ -342,16 +344,20 @@ class RolloutBridge:
                 f"the curriculum's sampler ({self.curriculum.describe()}) gave figures or state that are not "
                 f"plain numbers / JSON at step {step + 1}: {exc}" + self._resumable()
             ) from None
-        new = self.pool.take_new()
         if self.session is not None:
-            if new:
-                await asyncio.to_thread(
-                    self.session.add_examples, "train", [example for _, example in new], start=new[0][0]
-                )
             await asyncio.to_thread(
                 self.session.record_sampler_state, step, {"sampler": self.curriculum.describe(), "state": encoded}
             )
         return flat
+
+    async def _store_new_examples(self) -> None:
+        """Examples the curriculum drew that the run has not stored (an endless dataset's, a level's),
+        stored before their groups."""
+        assert self.pool is not None and self.session is not None
+        new = self.pool.take_new()
+        if new:
+            examples = [example for _, example in new]
+            await asyncio.to_thread(self.session.add_examples, "train", examples, start=new[0][0])
 
     def _restore_curriculum(self, step: int) -> None:
         """A resumed run: the state the curriculum had after the step before ``step``."""
@@ -416,7 +422,9 @@ class RolloutBridge:
             "tokens/mismatch": float(sum(check.status == "mismatch" for check in checks)),
         }
         if outcomes:
-            metrics["generated/reward"] = sum(rollout_score(outcome, weights) for outcome in outcomes) / len(outcomes)
+            metrics["generated/reward"] = sum(rollout_score(outcome, weights) for outcome in outcomes) / len(
+                outcomes
+            )
         for name in fill.components:
             # over the rollouts that have the component: in a mixture, those of the envs that emit it
             values = [reward[name] for reward in fill.rewards if name in reward]
@@ -551,7 +559,9 @@ class RolloutBridge:
 
     # -- tokens ----------------------------------------------------------------
 
-    def _sequence(self, outcome: RolloutOutcome, example: Example) -> tuple[tuple[TokenSequence, ...], TokenCheck]:
+    def _sequence(
+        self, outcome: RolloutOutcome, example: Example
+    ) -> tuple[tuple[TokenSequence, ...], TokenCheck]:
         """The rollout's token sequences (one per ``TurnRecord.sequence``) and its token check;
         a rollout any of whose sequences fails the check (or has no tokens) trains on
         nothing: one masked end token."""

@@ -338,15 +338,12 @@ def build(
         trainer = _trainer(config, model, tokenizer, bridge, components, examples, run_dir)
         probe_policy = None
         if config.vllm is not None:
-            probe_policy, policy = (
-                policy,
-                vllm_policy(
-                    trainer,
-                    tokenizer,
-                    default_max_tokens=config.max_tokens,
-                    batch_window=config.batch_window,
-                    extra=config.vllm_sampling,
-                ),
+            probe_policy, policy = policy, vllm_policy(
+                trainer,
+                tokenizer,
+                default_max_tokens=config.max_tokens,
+                batch_window=config.batch_window,
+                extra=config.vllm_sampling,
             )
             engine.clients.register(POLICY_URL, policy)
             bridge.policy = policy
