@@ -421,3 +421,16 @@ def test_the_documented_sampler_of_your_own_runs_in_the_trainer_and_resumes_from
         _close(bridge, policy, session)
     assert restored == sampler.state()
     assert resumed.drawn >= sampler.drawn
+
+
+def test_uniform_draws_what_a_run_without_a_curriculum_draws_so_a_filter_departs_from_it_only_when_it_skips():
+    from benchmax.train._groups import ExampleSampler
+
+    examples = _examples(7)
+    pool = ExamplePool(examples + examples[:2])  # a repeat in the dataset is one example
+    plain = ExampleSampler([example.id for example in examples], seed=5)
+    curriculum = parse_curriculum("filter", seed=5)
+    assert [curriculum.draw(pool, 0) for _ in range(20)] == [plain.next() for _ in range(20)]
+    resumed = parse_curriculum("filter", seed=5)
+    resumed.load_state(curriculum.state())
+    assert [resumed.draw(pool, 0) for _ in range(9)] == [plain.next() for _ in range(9)]

@@ -93,10 +93,11 @@ class ExamplePool:
         self._new: list[Example[Any]] = []
         self._by_env: dict[str | None, list[str]] = {}
         self.ids: list[str] = []
-        """The training set's example ids, in dataset order (a mixture's weighted draw)."""
+        """The training set's distinct example ids, in dataset order (a mixture's: its weighted draw's)."""
         for example in examples:
+            if example.id not in self._known:
+                self.ids.append(example.id)
             self._remember(example, new=False)
-            self.ids.append(example.id)
             listed = self._by_env.setdefault(example.env, [])
             if example.id not in listed:
                 listed.append(example.id)
@@ -222,23 +223,23 @@ class Sampler:
         return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _shuffled(ids: Sequence[str], seed: str, epoch: int) -> list[str]:
-    order = list(ids)
-    random.Random(_digest(f"{seed}:{epoch}")).shuffle(order)
-    return order
-
-
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 class Uniform(Sampler):
     """Shuffled epochs of the training set, each example once per epoch; fresh examples
-    of an endless one. A sampler that picks the env itself asks :meth:`draw_from`."""
+    of an endless one. A sampler that picks the env itself asks :meth:`draw_from`.
+
+    The epochs of the whole training set are the ones a run without a curriculum draws
+    (``random.Random(seed)`` shuffling each epoch in turn), so a curriculum built on this
+    order draws what the plain run draws until it first decides otherwise.
+    """
 
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = seed
         self._cursor: dict[str, int] = {}
+        self._epochs: dict[str, tuple[int, list[str], random.Random]] = {}
 
     def draw(self, pool: ExamplePool, step: int) -> Example[Any] | str:
         if len(pool.envs) == 1 and pool.endless(pool.envs[0]):
@@ -260,7 +261,22 @@ class Uniform(Sampler):
         position = self._cursor.get(key, 0)
         self._cursor[key] = position + 1
         epoch, offset = divmod(position, len(ids))
-        return _shuffled(ids, f"{self.seed}:{key}", epoch)[offset]
+        return self._epoch(key, ids, epoch)[offset]
+
+    def _epoch(self, key: str, ids: Sequence[str], epoch: int) -> list[str]:
+        """Epoch ``epoch`` of ``key``'s order: its generator's ``epoch + 1``-th shuffle (replayed
+        from the start after a resume; an epoch is shuffled once)."""
+        cached = self._epochs.get(key)
+        if cached is None or cached[0] > epoch:
+            rng = random.Random(self.seed if key == "" else _digest(f"{self.seed}:{key}"))
+            cached = (-1, [], rng)
+        number, order, rng = cached
+        while number < epoch:
+            order = list(ids)
+            rng.shuffle(order)
+            number += 1
+        self._epochs[key] = (number, order, rng)
+        return order
 
     def state(self) -> dict[str, Any]:
         return {"cursor": dict(self._cursor)}
@@ -672,7 +688,7 @@ def _part(text: str, *, seed: int) -> Sampler:
         if name == "uniform":
             return Uniform(seed=seed)
         if name == "filter":
-            return DifficultyFilter(**options)
+            return DifficultyFilter(Uniform(seed=seed), **options)
         if name == "levels":
             return Levels(seed=seed, **options)
         return PassRateWeights(seed=seed, **options)
