@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from benchmax.envs import RolloutRequest
+from benchmax.envs import LevelledEnv, RolloutRequest, UnknownLevelError, is_endless
 from benchmax.testing import ScriptedServer
 
 TASKS = ["basic_arithmetic", "countdown", "word_sorting", "letter_counting", "spell_backward"]
@@ -21,6 +21,10 @@ async def run_all(env, dataset, server, make_engine):
 
 def questions(dataset) -> list[str]:
     return [example.payload["entry"]["question"] for example in dataset]
+
+
+def _mean_length(texts: list[str]) -> float:
+    return sum(len(text) for text in texts) / len(texts)
 
 
 def test_the_examples_directory_loads_as_one_env_class(load_example):
@@ -103,8 +107,54 @@ async def test_task_options_reach_the_generator(load_example, example_dir):
         ({"task": "no_such_task"}, r"unknown reasoning-gym task 'no_such_task'; tested ones: basic_arithmetic"),
         ({"seed": -1}, "seed must be a non-negative int"),
         ({"size": 0}, "size must be a positive int"),
+        ({"level": 9}, r"has no difficulty level '9'; its levels are: 0, 1, 2, 3, 4"),
+        ({"endless": "yes"}, "endless must be true or false"),
     ],
 )
 def test_bad_constructor_arguments_are_refused_with_the_reason(load_example, kwargs, message):
     with pytest.raises(ValueError, match=message):
         load_example("reasoning_gym")(**kwargs)
+
+
+async def test_a_task_with_a_curriculum_exposes_its_levels_and_a_harder_level_generates_harder_items(
+    load_example, example_dir
+):
+    env = load_example("reasoning_gym")(task="basic_arithmetic", seed=2)
+    assert isinstance(env, LevelledEnv)
+    assert env.difficulty_levels() == ("0", "1", "2", "3", "4")
+    base = example_dir("reasoning_gym")
+    easy = await env.create_level_dataset("0", "train", base)
+    hard = await env.create_level_dataset("4", "train", base)
+    assert is_endless(easy) and is_endless(hard)
+    lengths = [_mean_length(questions([dataset[i] for i in range(20)])) for dataset in (easy, hard)]
+    assert lengths[1] > 1.5 * lengths[0]  # level 4: more terms, more digits
+    same = load_example("reasoning_gym")(task="basic_arithmetic", seed=2)
+    again = await same.create_level_dataset("4", "train", base)
+    assert [again[i].id for i in range(5)] == [hard[i].id for i in range(5)]
+    capped = await env.create_level_dataset("1", "train", base, max_examples=3)
+    assert len(capped) == 3
+    with pytest.raises(UnknownLevelError, match="its levels are: 0, 1, 2, 3, 4"):
+        await env.create_level_dataset("hard", "train", base)
+
+
+async def test_level_picks_the_generator_options_of_one_level_for_both_splits(load_example, example_dir):
+    base = example_dir("reasoning_gym")
+    env = load_example("reasoning_gym")(task="basic_arithmetic", size=20, level="0")
+    hard = load_example("reasoning_gym")(task="basic_arithmetic", size=20, level="4")
+    for split in ("train", "eval"):
+        easy_length = _mean_length(questions(await env.create_dataset(split, base)))
+        hard_length = _mean_length(questions(await hard.create_dataset(split, base)))
+        assert hard_length > 1.5 * easy_length
+
+
+async def test_endless_splits_generate_without_end_and_keep_train_off_the_held_out_questions(load_example, example_dir):
+    base = example_dir("reasoning_gym")
+    env = load_example("reasoning_gym")(task="basic_arithmetic", seed=4, size=32, endless=True)
+    train = await env.create_dataset("train", base)
+    evaluation = await env.create_dataset("eval", base)
+    assert is_endless(train) and is_endless(evaluation)
+    held_out = set(questions(await env.create_dataset("eval", base, max_examples=32)))
+    assert len(held_out) > 10
+    assert not set(questions([train[index] for index in range(200)])) & held_out
+    assert train[150].id == (await env.create_dataset("train", base))[150].id
+    assert [e.id for e in await env.create_dataset("train", base, max_examples=3)] == [train[i].id for i in range(3)]

@@ -259,10 +259,13 @@ MIXTURE_ENVS = ("examples/math", "code<b>x</b>")
 """The envs of :func:`write_training_run`'s mixture: a name with a slash, one with markup."""
 
 
-def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2, mixture: bool = False) -> None:
+def write_training_run(
+    run_dir: Path, steps: int = 3, *, group_size: int = 2, mixture: bool = False, curriculum: bool = False
+) -> None:
     """A training run as ``benchmax train`` stores it: each step's groups (``step{N}/train/...``)
     and each step's metrics in the ``steps`` table; with ``mixture``, each step's per-env
-    records (:class:`benchmax.train.EnvStep`) under ``"envs"`` as the trainer writes them."""
+    records (:class:`benchmax.train.EnvStep`) under ``"envs"`` as the trainer writes them;
+    with ``curriculum``, the figures of ``--curriculum filter+levels`` (per env in a mixture)."""
     from benchmax.envs import RolloutOutcome, TurnRecord, Usage
     from benchmax.runner import RunSession
     from benchmax.store import GroupWrite
@@ -329,7 +332,18 @@ def write_training_run(run_dir: Path, steps: int = 3, *, group_size: int = 2, mi
                     if mixture
                     else {}
                 ),
+                **(_curriculum_figures(step, mixture) if curriculum else {}),
             },
         )
     session.close_batches()
     session.close()
+
+
+def _curriculum_figures(step: int, mixture: bool) -> dict[str, float]:
+    """What a ``filter+levels`` curriculum logs after ``step``: examples set aside, levels."""
+    figures = {"curriculum/set_aside": float(step + 2), "curriculum/skipped": 1.0, "curriculum/level": float(step // 2)}
+    if mixture:
+        for index, env in enumerate(MIXTURE_ENVS):
+            figures[f"curriculum/{env}/set_aside"] = float(step + index)
+            figures[f"curriculum/{env}/level"] = float(index * step)
+    return figures

@@ -278,6 +278,39 @@ def test_a_mixture_training_run_shows_each_envs_reward_curve_and_dead_groups(pag
         served.stop()
 
 
+@pytest.mark.parametrize("mixture", [False, True])
+def test_a_curriculum_runs_set_aside_count_and_level_are_charted_and_tabled_per_step(
+    page: object, tmp_path: Path, mixture: bool
+) -> None:
+    write_training_run(tmp_path / "train", mixture=mixture, curriculum=True)
+    served = InspectorServer(tmp_path)
+    try:
+        open_view(page, f"{served.base}/runs/train", "run")
+        rows = page.locator("table.grid tbody tr")
+        expect(rows).to_have_count(3)
+        labels = ["set aside", "level"]
+        if mixture:
+            labels += [f"{figure} · {env}" for env in MIXTURE_ENVS for figure in ("set aside", "level")]
+        for label in labels:
+            chart = page.locator("figure.chart", has=page.get_by_text(f"curriculum: {label}", exact=True))
+            expect(chart).to_have_count(1)
+            expect(chart.locator("circle")).to_have_count(3)  # one point per step
+        headers = page.locator("table.grid thead th").all_text_contents()
+        column = {name: index for index, name in enumerate(headers)}
+        assert set(labels) <= set(column), headers
+        assert "skipped" not in column  # what the table shows: set aside, level, weight
+        cells = rows.nth(2).locator("td").all_text_contents()
+        assert cells[column["set aside"]] == "4"
+        assert cells[column["level"]] == "1"
+        if mixture:
+            assert cells[column[f"set aside · {MIXTURE_ENVS[1]}"]] == "3"
+            assert cells[column[f"level · {MIXTURE_ENVS[1]}"]] == "2"
+            assert page.locator("table.grid b, figure.chart b").count() == 0  # an env name is text, never markup
+        assert not page.errors
+    finally:
+        served.stop()
+
+
 def test_the_static_export_answers_every_table_query_as_the_server_does(
     page: object, server: InspectorServer, runs_dir: Path, tmp_path: Path
 ) -> None:

@@ -61,7 +61,7 @@ def train_command(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     traces = telemetry.settings()
     if run.resume is not None:
-        config = _resumed_config(TrainConfig, run, env, traces)
+        config = _resumed_config(TrainConfig, run, env, traces, grpo.curriculum)
         env = config.env if config.mix is None else None  # a mixture is loaded from its stored members
     else:
         target = run_target(env, mix, env_options)
@@ -93,6 +93,7 @@ def train_command(
                 dead_groups=grpo.dead_groups,
                 max_refill=grpo.max_refill,
                 train_layers=grpo.train_layers,
+                curriculum=grpo.curriculum,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_tokens,
@@ -116,8 +117,11 @@ def train_command(
     _print_result(result)
 
 
-def _resumed_config(config_type: Any, run: TrainRunOptions, env: str | None, traces: TelemetrySettings) -> Any:
-    """The stored config of the run ``--resume`` names, with this session's steps, time and traces."""
+def _resumed_config(
+    config_type: Any, run: TrainRunOptions, env: str | None, traces: TelemetrySettings, curriculum: str | None
+) -> Any:
+    """The stored config of the run ``--resume`` names, with this session's steps, time and traces;
+    it continues its own curriculum (another ``--curriculum`` is refused)."""
     from benchmax.store import Run
 
     assert run.resume is not None
@@ -140,6 +144,11 @@ def _resumed_config(config_type: Any, run: TrainRunOptions, env: str | None, tra
     except (BenchmaxError, TypeError, ValueError) as exc:
         typer.echo(f"error: {run.resume}: {exc}", err=True)
         raise typer.Exit(2) from None
+    if curriculum is not None and curriculum != resumed.curriculum:
+        raise typer.BadParameter(
+            f"{run.resume} continues its own curriculum ({resumed.curriculum or 'none'}); give no --curriculum",
+            param_hint="--curriculum",
+        )
     if env is not None and env != resumed.env:
         raise typer.BadParameter(f"{run.resume} trained ENV {resumed.env!r}, not {env!r}", param_hint="ENV")
     return resumed

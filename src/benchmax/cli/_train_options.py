@@ -84,6 +84,14 @@ class GrpoOptions:
     train_layers: Annotated[
         int | None, typer.Option(help="Train only the top N decoder layers (default: every weight).")
     ] = None
+    curriculum: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SPEC",
+            help="What groups run, following the pass rate: filter, levels, weights, filter+levels, "
+            "'levels(promote=0.7,start=2)', or FILE.py:Class (docs/training.md, 'Curricula').",
+        ),
+    ] = None
 
     def weights(self) -> dict[str, float]:
         """``--weight NAME=W`` as ``{component: weight}``; anything else is a usage error."""

@@ -32,10 +32,12 @@ from benchmax.envs import (
     DatasetError,
     DatasetNotFound,
     DatasetSplit,
+    EndlessDatasetError,
     Environment,
     EnvSpecError,
     Example,
     check_prompt_messages,
+    is_endless,
     to_example,
 )
 from benchmax.loading._packages import InstalledEnv, find_installed, installed_envs
@@ -266,12 +268,22 @@ async def open_examples(
     base_dir: Path | Sequence[Path],
     *,
     max_examples: int | None = None,
+    endless: bool = False,
 ) -> ExampleStream:
     """:func:`collect_examples` as a stream that can be read more than once (a run reads
     its dataset in passes instead of holding a second copy of it). ``base_dir`` may be
     the directories to look in, in order (:func:`data_directories`); the stream's
-    ``base_dir`` is the one the data was found in."""
+    ``base_dir`` is the one the data was found in.
+
+    An endless dataset (:class:`benchmax.envs.EndlessDataset`) is refused without
+    ``max_examples`` (nothing could read it whole) unless ``endless`` says the caller
+    draws from it what it needs (training) and never iterates it to the end."""
     dataset, found_in = await locate_dataset(env, split, base_dir, max_examples=max_examples)
+    if is_endless(dataset) and max_examples is None and not endless:
+        raise EndlessDatasetError(
+            f"{type(env).__name__}.create_dataset({split!r}) is endless (it generates examples without end): "
+            "give how many to take, with --max-examples N (train's held-out eval: --eval-examples N)"
+        )
     return ExampleStream(
         dataset,
         owner=f"{type(env).__name__}.create_dataset({split!r})",

@@ -212,8 +212,16 @@ class RunSession:
         """Record :class:`~benchmax.store.RunMeta` fields by name (a misspelt name raises ``TypeError``)."""
         self.writer.update_meta(**changes)
 
-    def add_examples(self, split: str, examples: Iterable[Example[Any]]) -> None:
-        self.writer.add_examples(split, examples)
+    def add_examples(self, split: str, examples: Iterable[Example[Any]], *, start: int = 0) -> None:
+        self.writer.add_examples(split, examples, start=start)
+
+    def record_sampler_state(self, step: int, state: Mapping[str, Any]) -> None:
+        """Keep a training curriculum's state after step ``step`` was generated."""
+        self.writer.write_sampler_state(step, state)
+
+    def sampler_state(self, *, before: int) -> tuple[int, dict[str, Any]] | None:
+        """The curriculum state kept for the latest step before ``before`` (a resume continues from it)."""
+        return self.writer.sampler_state(before=before)
 
     def pending_examples(
         self, split: str, examples: Iterable[Example[Any]], *, sync: bool

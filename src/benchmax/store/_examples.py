@@ -33,10 +33,11 @@ class ExampleSync:
 
         def update_meta(self, **changes: Any) -> None: ...
 
-    def add_examples(self, split: str, examples: Iterable[Example]) -> int:
-        """Store examples not stored yet (matched by id), in dataset order; returns how many were new."""
+    def add_examples(self, split: str, examples: Iterable[Example], *, start: int = 0) -> int:
+        """Store examples not stored yet (matched by id), in dataset order from position ``start``
+        (a dataset drawn as it goes, an endless one, adds its examples in pieces); returns how many were new."""
         added = 0
-        for chunk in chunks(enumerate(examples), _CHUNK):
+        for chunk in chunks(enumerate(examples, start), _CHUNK):
             with _transaction(self._conn, self._lock):
                 before = self._conn.total_changes
                 self._conn.executemany(

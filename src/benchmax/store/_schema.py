@@ -34,6 +34,9 @@ Laid out for runs of millions of rollouts:
   Added to layout 2 later: a file written before has no such table until a writer resumes it,
   and a reader of one sees no turn rewards.
 * ``steps`` holds a training run's per-step metrics (JSON, read whole), one row a step.
+* ``sampler_states`` holds a curriculum's state (JSON) after each step generated, so a resumed
+  training run continues the same curriculum. Added to layout 2 later: a file written before
+  has no such table until a writer resumes it.
 * ``examples.env`` names the env of each example in a run of several envs (a mixture;
   ``NULL`` in a run of one env, whose env the run's metadata names). Every per-env
   figure and the zero-fill key on it through the example. Added to layout 2 later: a
@@ -209,6 +212,11 @@ CREATE TABLE IF NOT EXISTS steps (
     step INTEGER PRIMARY KEY,
     time REAL NOT NULL,
     metrics TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sampler_states (
+    step INTEGER PRIMARY KEY,
+    time REAL NOT NULL,
+    state TEXT NOT NULL
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5 (
     answer, error, transcript, ids,

@@ -176,6 +176,23 @@ class RunWriter(ExampleSync):
                 (int(step), time.time() if at is None else float(at), dumps(dict(metrics))),
             )
 
+    def write_sampler_state(self, step: int, state: Mapping[str, Any], *, at: float | None = None) -> None:
+        """Keep a curriculum's state after training step ``step`` was generated (replaces a rewrite)."""
+        self._check()
+        with _transaction(self._conn, self._lock):
+            self._conn.execute(
+                "INSERT INTO sampler_states (step, time, state) VALUES (?, ?, ?) "
+                "ON CONFLICT (step) DO UPDATE SET time = excluded.time, state = excluded.state",
+                (int(step), time.time() if at is None else float(at), dumps(dict(state))),
+            )
+
+    def sampler_state(self, *, before: int) -> tuple[int, dict[str, Any]] | None:
+        """The latest curriculum state kept for a step before ``before``, with its step."""
+        row = self._conn.execute(
+            "SELECT step, state FROM sampler_states WHERE step < ? ORDER BY step DESC LIMIT 1", (int(before),)
+        ).fetchone()
+        return None if row is None else (int(row[0]), orjson.loads(row[1]))
+
     # -- groups ----------------------------------------------------------------------
 
     @property

@@ -6,6 +6,7 @@ transformers, datasets, accelerate, gguf and matplotlib. Imports are lazy, so
 
 ``train(env, model=..., ...)`` runs a whole training; ``build`` then ``run``
 split it, so a caller can reach the trainer (``TrainingSession.trainer``) first.
+``Sampler`` and its built-ins (``--curriculum``) decide what each group runs.
 ``benchmax.train.tiny`` builds tiny local models for tests; trainer adapters
 (verl, SkyRL, verifiers, ART) live in ``benchmax.train.adapters``.
 """
@@ -16,6 +17,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "CurriculumError": "benchmax.train._curriculum",
+    "DifficultyFilter": "benchmax.train._curriculum",
+    "ExamplePool": "benchmax.train._curriculum",
+    "GroupScore": "benchmax.train._curriculum",
+    "Levels": "benchmax.train._curriculum",
+    "PassRateWeights": "benchmax.train._curriculum",
+    "Sampler": "benchmax.train._curriculum",
+    "Uniform": "benchmax.train._curriculum",
+    "parse_curriculum": "benchmax.train._curriculum",
     "EnvEval": "benchmax.train._envs",
     "EnvStep": "benchmax.train._envs",
     "EvalSummary": "benchmax.train._eval",
@@ -35,18 +45,27 @@ _EXPORTS = {
 
 __all__ = [
     "POLICY_URL",
+    "CurriculumError",
+    "DifficultyFilter",
     "EnvEval",
     "EnvStep",
     "EvalSummary",
+    "ExamplePool",
+    "GroupScore",
+    "Levels",
+    "PassRateWeights",
+    "Sampler",
     "StepReport",
     "TrainConfig",
     "TrainError",
     "TrainResult",
     "TrainingSession",
+    "Uniform",
     "build",
     "eval_policy",
     "eval_table",
     "load_policy_model",
+    "parse_curriculum",
     "run",
     "train",
 ]

@@ -83,6 +83,12 @@ class TrainConfig:
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     """Where traces of the rollouts go (``--otel-endpoint``; docs/telemetry.md). Not stored with
     the run (the endpoint is the user's and may carry credentials): a resume traces only when told."""
+    curriculum: str | None = None
+    """What each group runs, following how the policy does (``--curriculum SPEC``:
+    ``filter``, ``levels``, ``weights``, ``filter+levels``... or ``FILE.py:Class``;
+    :func:`benchmax.train.parse_curriculum`). ``None``: shuffled epochs of the training set
+    (an endless one: ``uniform``, its examples in order). Stored with the run, and the
+    sampler's state after every step, so ``--resume`` continues the same curriculum."""
     mix: MixSpec | None = None
     """A mixture of envs trained on as one (``benchmax train --env A=0.5 --env B=0.5``): its members,
     weights, kwargs and caps, and the seed of its training draw; stored so ``--resume`` loads the same

@@ -46,6 +46,10 @@ class StepReport:
     seconds: float | None = None
     envs: tuple[EnvStep, ...] = ()
     env_names: tuple[str, ...] = ()
+    set_aside: int | None = None
+    """Examples the curriculum holds back (``--curriculum filter``); ``None``: no such curriculum."""
+    level: float | None = None
+    """The curriculum's difficulty level (``--curriculum levels``; a mixture's mean over its envs)."""
 
     def cells(self) -> dict[str, str]:
         """Column name -> text, in display order."""
@@ -54,6 +58,10 @@ class StepReport:
         for name, value in self.components.items():
             cells[name] = _number(value)
         cells["dead"] = f"{self.dead}/{self.drawn}" if self.dead is not None and self.drawn else "-"
+        if self.set_aside is not None:
+            cells["aside"] = str(self.set_aside)
+        if self.level is not None:
+            cells["level"] = f"{self.level:g}"
         by_name = {figures.env: figures for figures in self.envs}
         for name in self.env_names or tuple(by_name):
             figures = by_name.get(name)
@@ -120,6 +128,8 @@ def step_report(
         seconds=value("step_time"),
         envs=envs_from_logs(logs),
         env_names=tuple(envs),
+        set_aside=None if value("curriculum/set_aside") is None else int(value("curriculum/set_aside") or 0),
+        level=value("curriculum/level"),
     )
 
 

@@ -19,6 +19,7 @@ steps ahead of the trainer (see :class:`StepPipeline`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
@@ -37,6 +38,7 @@ from benchmax.envs import (
     TerminationReason,
 )
 from benchmax.runner import GroupKey, LocalExecutor, RolloutSlots, RunSession, failed_group
+from benchmax.train._curriculum import CurriculumError, ExamplePool, GroupScore, Sampler
 from benchmax.train._envs import EnvStep, step_envs
 from benchmax.train._groups import ExampleSampler, is_dead, rollout_score, select_groups
 from benchmax.train._pipeline import StepPipeline
@@ -127,12 +129,19 @@ class RolloutBridge:
     _pipeline: StepPipeline | None = field(default=None, repr=False)
     _sampler: ExampleSampler | None = field(default=None, repr=False)
     _live_rate: float = field(default=1.0, repr=False)
+    curriculum: Sampler | None = None
+    """Decides what each group runs (``None``: shuffled epochs of ``examples``); told every scored group."""
+    pool: ExamplePool | None = None
+    """What ``curriculum`` draws from (required with it)."""
+    _curriculum_started: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         self._batch = self.first_batch - 1
         select_groups([], 0, mode=self.dead_groups)  # validates the mode
         if self.async_steps < 0:
             raise ValueError(f"async_steps must be >= 0, got {self.async_steps}")
+        if self.curriculum is not None and self.pool is None:
+            raise ValueError("a curriculum needs the pool it draws from (RolloutBridge.pool)")
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         training = bool(getattr(trainer.model, "training", True))
@@ -205,7 +214,6 @@ class RolloutBridge:
         results: list[GroupResult] = []
         dead: list[bool] = []
         seen: dict[str, int] = {}
-        sampler = self.sampler()
         while len(drawn) < budget:
             missing = groups - dead.count(False) if self.dead_groups == "drop" else groups
             # draw enough for the live groups still missing at the live rate seen so far
@@ -215,7 +223,7 @@ class RolloutBridge:
                 break
             wave_groups = []
             for _ in range(wave):
-                example = self.examples[sampler.next()]
+                example = self._draw(step)
                 occurrence = seen.get(example.id, 0)
                 seen[example.id] = occurrence + 1
                 key = GroupKey.of(
@@ -231,10 +239,15 @@ class RolloutBridge:
                 is_dead(result.outcomes, weights, drop_unscorable=self.drop_unscorable) for result in wave_results
             ]
             dead += verdicts
+            if self.curriculum is not None:
+                for group, result, verdict in zip(wave_groups, wave_results, verdicts, strict=True):
+                    self._observe(group.example, result, verdict, weights, step)
             self._live_rate = 0.8 * self._live_rate + 0.2 * verdicts.count(False) / len(verdicts)
             if self.dead_groups == "keep":
                 break
         if self.session is not None:
+            if self.pool is not None:
+                await self._store_new_examples()
             await asyncio.to_thread(self._store, drawn, results, batch)
         all_outcomes = [outcome for result in results for outcome in result.outcomes]
         if self.policy is not None:
@@ -261,6 +274,8 @@ class RolloutBridge:
         metrics = self._step_metrics(step, groups, drawn, results, dead, selection.masked, checks, weights)
         for figures in envs:
             metrics.update(figures.logs())
+        if self.curriculum is not None:
+            metrics.update(await self._curriculum_step(step))
         metrics["time/generate"] = time.perf_counter() - started
         failed = sum(not outcome.scored for outcome in all_outcomes)
         if failed:
@@ -279,6 +294,100 @@ class RolloutBridge:
             envs=envs,
             extra=tuple(built[1:] for built in sequences),
         )
+
+    # -- the curriculum ---------------------------------------------------------
+
+    def _draw(self, step: int) -> Example:
+        """The example of the next group: the curriculum's pick (checked), or the next of the epoch."""
+        if self.curriculum is None:
+            return self.examples[self.sampler().next()]
+        assert self.pool is not None
+        if not self._curriculum_started:
+            self._curriculum_started = True
+            self._restore_curriculum(step)
+        picked = self._call("draw", self.curriculum.draw, self.pool, step)
+        example_id = picked if isinstance(picked, str) else getattr(picked, "id", None)
+        example = self.pool.get(example_id) if isinstance(example_id, str) else None
+        if example is None:
+            raise CurriculumError(
+                f"the curriculum's sampler ({self.curriculum.describe()}) returned {str(picked)[:120]!r} at step "
+                f"{step + 1}, which is no example of this run: return an example the pool handed out "
+                "(pool.ids, pool.ids_of(env), pool.generated(env, i), pool.at_level(env, level, i)) or its id"
+                + self._resumable()
+            )
+        if example.id not in self.examples:
+            # generated (an endless dataset, a difficulty level): run and stored like the others
+            if isinstance(self.examples, dict):
+                self.examples[example.id] = example
+            self.example_index[example.id] = self.pool.position(example.id)  # type: ignore[index]
+        return example
+
+    def _observe(
+        self, example: Example, result: GroupResult, dead: bool, weights: Mapping[str, float], step: int
+    ) -> None:
+        assert self.curriculum is not None
+        scores = tuple(
+            rollout_score(outcome, weights) for outcome in result.outcomes if outcome.scored or not self.drop_unscorable
+        )
+        self._call("update", self.curriculum.update, GroupScore(example, step, scores, dead))
+
+    async def _curriculum_step(self, step: int) -> dict[str, float]:
+        """The curriculum's figures for the step, and its state kept in the run store."""
+        assert self.curriculum is not None and self.pool is not None
+        figures = self._call("figures", self.curriculum.figures)
+        state = self._call("state", self.curriculum.state)
+        try:
+            flat = {str(name): float(value) for name, value in dict(figures).items()}
+            encoded = json.loads(json.dumps(state, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise CurriculumError(
+                f"the curriculum's sampler ({self.curriculum.describe()}) gave figures or state that are not "
+                f"plain numbers / JSON at step {step + 1}: {exc}" + self._resumable()
+            ) from None
+        if self.session is not None:
+            await asyncio.to_thread(
+                self.session.record_sampler_state, step, {"sampler": self.curriculum.describe(), "state": encoded}
+            )
+        return flat
+
+    async def _store_new_examples(self) -> None:
+        """Examples the curriculum drew that the run has not stored (an endless dataset's, a level's),
+        stored before their groups."""
+        assert self.pool is not None and self.session is not None
+        new = self.pool.take_new()
+        if new:
+            examples = [example for _, example in new]
+            await asyncio.to_thread(self.session.add_examples, "train", examples, start=new[0][0])
+
+    def _restore_curriculum(self, step: int) -> None:
+        """A resumed run: the state the curriculum had after the step before ``step``."""
+        assert self.curriculum is not None
+        if self.session is None or not self.session.resumed:
+            return
+        stored = self.session.sampler_state(before=step)
+        if stored is None:
+            return
+        kept_step, record = stored
+        self._call("load_state", self.curriculum.load_state, dict(record.get("state") or {}))
+        logger.info("curriculum %s: resumed with its state after step %d", self.curriculum.describe(), kept_step + 1)
+
+    def _call(self, what: str, method: Callable[..., T], *args: Any) -> T:
+        """A sampler hook; whatever it raises stops the run with an error that names it."""
+        try:
+            return method(*args)
+        except CurriculumError:
+            raise
+        except Exception as exc:
+            assert self.curriculum is not None
+            raise CurriculumError(
+                f"the curriculum's sampler ({self.curriculum.describe()}) raised in {what}(): "
+                f"{type(exc).__name__}: {exc}" + self._resumable()
+            ) from exc
+
+    def _resumable(self) -> str:
+        if self.session is None:
+            return ""
+        return f"; the run is stored: fix the sampler, then benchmax train --resume {self.session.run_dir}"
 
     def _score_weights(self) -> dict[str, float]:
         names = set(self.known_components or ()) | set(self.weights)

@@ -12,24 +12,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
 import logging
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmax.aio import LoopThread
 from benchmax.engine import Engine, EngineConfig, GroupResult
-from benchmax.envs import BaseEnv, Environment, Example, SamplingParams
+from benchmax.envs import BaseEnv, Environment, Example, SamplingParams, has_levels, is_endless
 from benchmax.loading import EnvSpec, data_directories, open_examples
 from benchmax.mix import EnvMix, MemberSpec, MixSpec
 from benchmax.runner import LocalExecutor, RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
+from benchmax.train._curriculum import ExamplePool, Sampler, Uniform, parse_curriculum
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
@@ -94,6 +96,7 @@ def train(
     *,
     config: TrainConfig | None = None,
     reporter: Callable[[StepReport], None] | None = None,
+    sampler: Sampler | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Train a policy with GRPO on ``env`` (a spec string, an env instance or an :class:`EnvMix`;
@@ -101,9 +104,11 @@ def train(
 
     ``train("examples/format", model="embedded", max_steps=40)`` writes the run
     store, checkpoints, ``metrics.jsonl``, ``reward_curve.png`` and ``curves/``
-    into the run dir. ``reporter`` receives each step's :class:`StepReport`.
+    into the run dir. ``reporter`` receives each step's :class:`StepReport`. ``sampler``
+    (a :class:`Sampler` of your own) decides what each group runs, in place of
+    ``config.curriculum``.
     """
-    session = build(env, config=config, reporter=reporter, **overrides)
+    session = build(env, config=config, reporter=reporter, sampler=sampler, **overrides)
     try:
         return run(session)
     finally:
@@ -202,15 +207,18 @@ def build(
     *,
     config: TrainConfig | None = None,
     reporter: Callable[[StepReport], None] | None = None,
+    sampler: Sampler | None = None,
     **overrides: Any,
 ) -> TrainingSession:
     """Load everything and construct TRL's ``GRPOTrainer`` without starting it.
 
-    ``reporter`` receives each step's :class:`StepReport` (the CLI prints one line).
+    ``reporter`` receives each step's :class:`StepReport` (the CLI prints one line);
+    ``sampler`` replaces ``config.curriculum`` (its ``describe()`` is recorded instead).
     """
     from dataclasses import replace
 
     config = replace(config or TrainConfig(), **overrides)
+    config, sampler = _curriculum(config, sampler)
     env_obj, owns_env, mix, spec_name, places, config = _train_env(env, config)
     config = replace(config, env=spec_name)
     if config.async_steps is None:
@@ -227,12 +235,21 @@ def build(
     policy = None
     telemetry = start_telemetry(config.telemetry)  # the probe group's rollouts are traced too
     try:
-        stream = loop.run(open_examples(env_obj, "train", places, max_examples=config.max_examples))
+        stream = loop.run(open_examples(env_obj, "train", places, max_examples=config.max_examples, endless=True))
         base_dir = stream.base_dir or places[0]
-        dataset = list(stream)
+        endless = is_endless(stream.dataset) and config.max_examples is None
+        # an endless dataset: its first examples stand for it (TRL's prompt list, the probe); the
+        # curriculum draws the rest as it needs them
+        dataset = list(itertools.islice(stream, max(config.prompts_per_step, 2))) if endless else list(stream)
         if not dataset:
             raise TrainError(f"{spec_name}: create_dataset('train') returned no examples")
         examples = {example.id: example for example in dataset}
+        if endless and sampler is None:
+            sampler = Uniform(seed=config.seed)
+        pool = None
+        if sampler is not None:
+            pool = loop.run(_pool(sampler, env_obj, mix, dataset, stream if endless else None, base_dir))
+            sampler.start(pool)  # refused here (a level that does not exist...) before the model loads
         model, tokenizer = model_loading.load(config.model)
         if config.train_layers is not None:
             freeze_below(model, config.train_layers)
@@ -258,7 +275,10 @@ def build(
             sampling=sampling,
         )
         run_session, first_batch = _run_session(run_dir, config, dataset, origin)
-        bridge = _bridge(config, engine, dataset, examples, tokenizer, sampling, run_session, loop, policy, first_batch)
+        bridge = _bridge(
+            config, engine, dataset, examples, tokenizer, sampling, run_session, loop, policy, first_batch,
+            sampler, pool,
+        )
         components = _components(config, bridge, dataset)
         bridge.known_components = frozenset(components)
         if config.vllm == "colocate":
@@ -307,8 +327,11 @@ def _bridge(
     loop: LoopThread,
     policy: InProcessPolicy,
     first_batch: int,
+    sampler: Sampler | None,
+    pool: ExamplePool | None,
 ) -> RolloutBridge:
-    """The bridge between TRL's steps and the engine's groups, set up as the config asks."""
+    """The bridge between TRL's steps and the engine's groups, set up as the config asks (``sampler``:
+    the curriculum that picks each group's example from ``pool``)."""
     return RolloutBridge(
         engine=engine,
         examples=examples,
@@ -329,7 +352,23 @@ def _bridge(
         group_size=config.group_size,
         concurrency=config.concurrency,
         seed=config.seed + first_batch,
+        curriculum=sampler,
+        pool=pool,
     )
+
+
+def _curriculum(config: TrainConfig, sampler: Sampler | None) -> tuple[TrainConfig, Sampler | None]:
+    """The run's curriculum: the ``sampler`` given (recorded in the config by its description), or the
+    one ``config.curriculum`` names (``None``: the plain seeded epochs)."""
+    from dataclasses import replace
+
+    if sampler is not None:
+        if not isinstance(sampler, Sampler):
+            raise TrainError(f"sampler must be a benchmax.train.Sampler, got {type(sampler).__name__}")
+        return replace(config, curriculum=sampler.describe()), sampler
+    if config.curriculum is not None:
+        return config, parse_curriculum(config.curriculum, seed=config.seed)
+    return config, None
 
 
 def _train_env(
@@ -433,6 +472,41 @@ def _mix_spec(mix: EnvMix) -> MixSpec | None:
     return MixSpec(tuple(members), seed=mix.seed)
 
 
+async def _pool(
+    sampler: Sampler,
+    env: Environment[Any, Any],
+    mix: EnvMix | None,
+    dataset: Sequence[Example],
+    endless: Any,
+    base_dir: Path,
+) -> ExamplePool:
+    """What the curriculum draws from; the envs' difficulty levels are loaded when it uses them."""
+    levels: dict[str | None, tuple[str, ...]] = {}
+    level_datasets: dict[tuple[str | None, str], Any] = {}
+    if sampler.uses_levels:
+        envs: list[tuple[str | None, Any, Path]] = (
+            [(member.name, member.env, member.places(base_dir)[0]) for member in mix.members]
+            if mix is not None
+            else [(None, env, base_dir)]
+        )
+        for name, member_env, directory in envs:
+            if not has_levels(member_env):
+                continue
+            names = tuple(str(level) for level in member_env.difficulty_levels())
+            if not names:
+                continue
+            levels[name] = names
+            for level in names:
+                level_datasets[(name, level)] = await member_env.create_level_dataset(level, "train", directory)
+    return ExamplePool(
+        dataset,
+        endless={None: endless} if endless is not None else None,
+        levels=levels,
+        level_datasets=level_datasets,
+        weights={member.name: member.weight for member in mix.members} if mix is not None else None,
+    )
+
+
 def _close_quietly(loop: LoopThread, env: Environment[Any, Any]) -> None:
     """Close an env the failed build loaded; the build's own error is the one raised."""
     try:
@@ -512,6 +586,10 @@ def _run_session(
         origin=origin,
     )
     session.add_examples("train", dataset)
+    provenance = session.run_meta().provenance
+    if config.curriculum is not None and provenance is not None:
+        # what chose the examples is part of what made the run (its state per step: sampler_states)
+        session.update_meta(provenance=replace(provenance, extra={**provenance.extra, "curriculum": config.curriculum}))
     return session, 0
 
 

@@ -999,7 +999,21 @@
         lineChart(`reward · ${env}`, steps.map((row) => [row.shown, envFigure(row, env, 'reward')])),
         lineChart(`dead groups · ${env}`, steps.map((row) => [row.shown, envFigure(row, env, 'groups_dead')])),
       ]);
-      const charts = h('div', { class: 'charts' }, [...series.map((item) => lineChart(item.label, steps.map((row) => [row.shown, value(row, item.key)]))), ...envCharts]);
+      // a curriculum's figures per step: examples set aside, the difficulty level, a mixture's env weights
+      // (the run's under curriculum/<figure>, each env's under curriculum/<env>/<figure>)
+      const CURRICULUM = { set_aside: 'set aside', level: 'level', weight: 'weight' };
+      const curriculumKeys = [...new Set(steps.flatMap((row) => Object.keys(row.metrics).filter((key) => {
+        const match = /^curriculum\/(?:(.+)\/)?([a-z_]+)$/.exec(key);
+        return match !== null && match[2] in CURRICULUM;
+      })))].sort();
+      const curriculumLabel = (key) => {
+        const match = /^curriculum\/(?:(.+)\/)?([a-z_]+)$/.exec(key);
+        return match[1] ? `${CURRICULUM[match[2]]} · ${match[1]}` : CURRICULUM[match[2]];
+      };
+      const curriculumCharts = curriculumKeys.map((key) => lineChart(`curriculum: ${curriculumLabel(key)}`, steps.map((row) => [row.shown, value(row, key)])));
+      const curriculumColumns = curriculumKeys.map((key) => ({ label: curriculumLabel(key), num: true, title: `the curriculum's ${curriculumLabel(key)} after the step was generated`,
+        render: (row) => (value(row, key) === null ? '—' : (key.endsWith('/weight') ? fmt(value(row, key)) : String(value(row, key)))) }));
+      const charts = h('div', { class: 'charts' }, [...series.map((item) => lineChart(item.label, steps.map((row) => [row.shown, value(row, item.key)]))), ...envCharts, ...curriculumCharts]);
       const envColumns = envNames.flatMap((env) => [
         { label: `${env} reward`, num: true, title: `mean reward of the rollouts the step generated for ${env}`, render: (row) => fmt(envFigure(row, env, 'reward')) },
         { label: `${env} dead`, num: true, title: `${env}'s groups with no signal / its groups drawn`,
@@ -1014,6 +1028,7 @@
         ...names.map((name) => ({ label: name, num: true, title: 'mean over every rollout the step generated', render: (row) => fmt(value(row, `generated/${name}`)) })),
         { label: 'dead groups', num: true, render: (row) => (value(row, 'groups/drawn') === null ? '—' : `${fmt(value(row, 'groups/dead'))} / ${fmt(value(row, 'groups/drawn'))}`) },
         ...envColumns,
+        ...curriculumColumns,
         { label: 'IS ratio', num: true, render: ratio },
         { label: 'KL', num: true, title: 'KL to the reference (beta > 0), else KL(sampler || policy)', render: (row) => (kl(row) === null ? '—' : kl(row).toExponential(2)) },
         { label: 'stale', num: true, title: 'most steps a rollout\u2019s policy lagged the trainer', render: (row) => fmt(value(row, 'policy/staleness_max')) },
