@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from benchmax.envs._errors import DatasetError
-from benchmax.envs._types import DatasetSplit
+from benchmax.envs._records import DatasetSplit, Example
 from benchmax.envs.dataset import Dataset, to_example
-from benchmax.envs.shared_types import Example
 
 Payload = TypeVar("Payload")
 

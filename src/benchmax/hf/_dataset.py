@@ -21,9 +21,8 @@ from pathlib import Path
 from types import EllipsisType
 from typing import Any, TypeVar
 
-from benchmax.envs import DatasetError, DatasetNotFound, collecting_dataset_problems
+from benchmax.envs import DatasetError, DatasetNotFound, Example, collecting_dataset_problems
 from benchmax.envs.dataset import Dataset, PackedExamples, convert_row, resolve_under, validate_max_examples
-from benchmax.envs.shared_types import Example
 
 __all__ = ["HFDataset"]
 

@@ -43,14 +43,16 @@ from benchmax.envs import (
     DatasetSplit,
     EnvResponse,
     EnvSpecError,
+    Example,
     JsonRow,
     RewardMap,
+    RolloutFailure,
     TerminationReason,
     Tool,
     ToolError,
+    ValidationDiagnostic,
     current_scope,
 )
-from benchmax.envs.shared_types import Example, RolloutFailure, ValidationDiagnostic
 from benchmax.remote import wire
 
 logger = logging.getLogger("benchmax.envs.remote")
