@@ -81,6 +81,8 @@ exit 2
 def sums_policy(body: dict) -> dict:
     """Right and brief for even a, wordy (so not the answer) for a = 1, wrong but brief for the rest."""
     text = body["messages"][-1]["content"]
+    if not text.startswith("What is "):
+        return {"content": "<answer>0</answer>"}  # another env's question in a mixture
     a = int(text.removeprefix("What is ").split(" + ")[0])
     if a % 2 == 0:
         return {"content": str(2 * a + 1)}
@@ -154,3 +156,110 @@ async def test_every_task_scores_what_verifiers_own_runner_gives(tmp_path, tasks
         (("brief", 0.5), ("correct", 0.0)),
     }
     assert sorted(map(str, benchmax_requests)) == sorted(map(str, verifiers_requests))
+
+
+USER_SIM = """
+from verifiers.v1.envs.user_sim import UserSimEnv
+
+__all__ = ["SumTaskset", "UserSimEnv"]
+"""
+OWN_HARNESS = """
+from verifiers.v1.harnesses.null import NullHarness
+
+
+class EchoHarness(NullHarness):
+    pass
+
+
+__all__ = ["SumTaskset", "EchoHarness"]
+"""
+TOOLS = """
+class Search:
+    pass
+
+
+SumTaskset.toolsets = classmethod(lambda cls, config: [Search()])
+"""
+RUNTIME_REWARD = """
+@vf.reward
+async def exit_code(self, runtime) -> float:
+    return 1.0
+
+
+SumTask.exit_code = exit_code
+"""
+
+
+def write_taskset(root: Path, name: str, extra: str) -> None:
+    package = root / name
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(TASKSET) + textwrap.dedent(extra))
+
+
+def test_a_multi_turn_verifiers_env_is_refused_with_exit_2_and_the_reason(tmp_path):
+    write_taskset(tmp_path, "vf_chat_sim", USER_SIM)
+    pythonpath = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    result = run_cli(
+        "eval", "verifiers:vf_chat_sim", "--base-url", "http://127.0.0.1:9/v1", "--model", "scripted",
+        "--run-dir", tmp_path / "run", env=cli_env(PYTHONPATH=pythonpath),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    said = " ".join(result.stdout.split())
+    assert "runs as UserSimEnv" in said and "single-turn verifiers envs only" in said
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "message"),
+    [
+        ("vf_own_harness", OWN_HARNESS, "bundles its own harness"),
+        ("vf_tools", TOOLS, "gives the model tools (Search)"),
+        ("vf_runtime_reward", RUNTIME_REWARD, "exit_code need(s) the task's runtime"),
+        ("vf_no_such_taskset", None, "taskset 'vf_no_such_taskset' not found"),
+    ],
+)
+async def test_what_a_single_chat_cannot_play_is_refused_before_any_rollout(
+    tmp_path, monkeypatch, name, extra, message
+):
+    from benchmax.envs import EnvSpecError
+    from benchmax.loading import EnvSpec
+
+    if extra is not None:
+        write_taskset(tmp_path, name, extra)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(EnvSpecError) as refused:
+        env = EnvSpec(f"verifiers:{name}").load()
+        await env.create_dataset("eval", tmp_path)
+    assert message in str(refused.value)
+
+
+def test_a_verifiers_taskset_mixes_rescores_as_it_is_now_and_validates(tmp_path, taskset_path):
+    pytest.importorskip("reasoning_gym", reason="pip install 'benchmax[gallery]'")
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(taskset_path), os.environ.get("PYTHONPATH", "")]))
+    with ScriptedServer(sums_policy) as server:
+        mixed = run_cli(
+            "eval", "verifiers:vf_sums", "reasoning-gym:chain_sum", "--env-arg", "vf_sums:taskset={\"count\": 3}",
+            "--env-arg", "chain_sum:size=2", "--base-url", server.base_url, "--model", "scripted",
+            "--run-dir", tmp_path / "run", env=env, timeout=120,
+        )  # fmt: skip
+    assert mixed.returncode == 0, mixed.stdout
+    with open_run(tmp_path / "run") as run:
+        records = list(run.rollouts())
+    sums = {r.example_id: dict(r.rewards) for r in records if r.env == "vf_sums"}
+    assert sums == {
+        "vf_sums/sum-0": {"correct": 2.0, "brief": 0.5},
+        "vf_sums/sum-1": {"correct": 0.0, "brief": 0.0},
+        "vf_sums/sum-2": {"correct": 2.0, "brief": 0.5},
+    }
+    assert len([r for r in records if r.env == "chain_sum"]) == 2
+
+    # The task's weight changes: rescoring runs Task.score as the taskset is now, with no model call.
+    package = taskset_path / "vf_sums" / "__init__.py"
+    package.write_text(package.read_text().replace("@vf.reward(weight=2.0)", "@vf.reward(weight=3.0)"))
+    rescored = run_cli("rescore", tmp_path / "run", "--run-dir", tmp_path / "rescored", env=env, timeout=120)
+    assert rescored.returncode == 0, rescored.stdout
+    with open_run(tmp_path / "rescored") as run:
+        now = {r.example_id: dict(r.rewards) for r in run.rollouts() if r.env == "vf_sums"}
+    assert now == {key: {**value, "correct": value["correct"] * 1.5} for key, value in sums.items()}
+
+    validated = run_cli("validate", "verifiers:vf_sums", env=env, timeout=120)
+    assert validated.returncode == 0, validated.stdout
