@@ -14,6 +14,7 @@ already has every package the program declares. The program that runs is verifie
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -263,3 +264,24 @@ def test_a_verifiers_taskset_mixes_rescores_as_it_is_now_and_validates(tmp_path,
 
     validated = run_cli("validate", "verifiers:vf_sums", env=env, timeout=120)
     assert validated.returncode == 0, validated.stdout
+
+
+def test_train_takes_a_verifiers_taskset(tmp_path, taskset_path):
+    pytest.importorskip("trl", reason="pip install 'benchmax[train]'")
+    from benchmax.train.tiny import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(taskset_path), os.environ.get("PYTHONPATH", "")]))
+    completed = subprocess.run(
+        [
+            sys.executable, "-m", "benchmax.cli", "train", "--env", "verifiers:vf_sums", "--model", str(model),
+            "--run-dir", str(tmp_path / "train"), "--max-steps", "1", "--group-size", "2", "--prompts-per-step", "2",
+            "--max-tokens", "4", "--threads", "1",
+        ],
+        capture_output=True, text=True, timeout=280, env=env,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    with open_run(tmp_path / "train") as run:
+        records = list(run.rollouts())
+    assert records and {record.env for record in records} == {"vf_sums"}
+    assert all(set(record.rewards) == {"correct", "brief"} for record in records if record.rewards)
