@@ -285,3 +285,40 @@ def test_train_takes_a_verifiers_taskset(tmp_path, taskset_path):
         records = list(run.rollouts())
     assert records and {record.env for record in records} == {"vf_sums"}
     assert all(set(record.rewards) == {"correct", "brief"} for record in records if record.rewards)
+
+
+OLD_VERIFIERS = """
+import importlib.abc, sys
+
+class NoV1(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "verifiers.v1" or name.startswith("verifiers.v1."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoV1())
+"""
+
+
+def test_a_verifiers_without_the_v1_api_is_refused_with_exit_2_naming_its_version(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(OLD_VERIFIERS)
+    result = run_cli(
+        "eval", "verifiers:vf_sums", "--base-url", "http://127.0.0.1:9/v1", "--model", "scripted",
+        "--run-dir", tmp_path / "run",
+        env=cli_env(PYTHONPATH=os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    said = " ".join(result.stdout.split())
+    import verifiers
+
+    assert f"verifiers {verifiers.__version__} is installed" in said
+    assert "the older load_environment API is not mapped: pip install 'benchmax[adapters]'" in said
+    assert "Traceback" not in result.stdout
+
+
+def test_a_run_is_named_after_the_taskset_without_a_hub_owner_or_version():
+    from benchmax.adapters import adapter_env_name
+
+    assert adapter_env_name("verifiers:acme/vf_sums@0.2") == adapter_env_name("verifiers:vf_sums") == "vf_sums"

@@ -26,12 +26,13 @@ runtime.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmax.adapters._extras import require
+from benchmax.adapters._extras import install_line, require
 from benchmax.envs import (
     BaseEnv,
     BaseRollout,
@@ -58,7 +59,14 @@ def verifiers_env_class(spec: str) -> type[VerifiersEnv]:
         raise EnvSpecError(
             f"{spec}: write verifiers:TASKSET_ID (a taskset package verifiers can import, as --env.taskset.id names it)"
         )
-    require("verifiers", spec)
+    verifiers = require("verifiers", spec)
+    try:
+        importlib.import_module("verifiers.v1")
+    except ModuleNotFoundError:
+        raise EnvSpecError(
+            f"{spec}: verifiers {getattr(verifiers, '__version__', '?')} is installed; this spec runs verifiers 0.4 "
+            f"tasksets (verifiers.v1), and the older load_environment API is not mapped: {install_line('verifiers')}"
+        ) from None
     return type("Verifiers", (VerifiersEnv,), {"taskset_id": taskset_id, "spec": spec, "__module__": __name__})
 
 
