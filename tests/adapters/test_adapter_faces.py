@@ -125,6 +125,7 @@ sys.meta_path.insert(0, Missing())
     [
         ("inspect:{file}@sums", "inspect_ai", "pip install 'benchmax[inspect-ai]'"),
         ("reasoning-gym:chain_sum", "reasoning_gym", "pip install 'benchmax[gallery]'"),
+        ("verifiers:vf_sums", "verifiers", "pip install 'benchmax[adapters]'"),
     ],
 )
 def test_a_missing_framework_stops_the_run_with_exit_2_and_its_install_line(tmp_path, task_file, spec, module, line):
@@ -159,13 +160,3 @@ def test_train_takes_a_mixture_of_adapter_specs(tmp_path, task_file):
     with open_run(tmp_path / "train") as run:
         envs = {record.env for record in run.rollouts()}
     assert envs <= {"sums", "chain_sum"} and envs, envs
-
-
-def test_a_verifiers_spec_is_refused_with_exit_2_saying_it_is_not_supported_yet(tmp_path):
-    pytest.importorskip("verifiers", reason="pip install 'benchmax[adapters]'")
-    result = run_cli(
-        "eval", "verifiers:gsm8k", "--base-url", "http://127.0.0.1:9/v1", "--model", "scripted",
-        "--run-dir", tmp_path / "run", env=cli_env(),
-    )  # fmt: skip
-    assert result.returncode == 2, result.stdout
-    assert "are not supported as an env spec yet" in " ".join(result.stdout.split())

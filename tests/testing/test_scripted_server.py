@@ -204,3 +204,36 @@ async def test_embeddings_are_deterministic_per_text_and_logged():
     assert len(vectors[0]) == 4 and all(-1 <= x < 1 for x in vectors[0])
     assert server.counts["embeddings"] == 2
     assert server.headers[0]["Authorization"] == "Bearer k"
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"content": "forty-two"},
+        {"tool_calls": [{"name": "add", "arguments": {"a": 1}}]},
+        {"content": "cut", "finish_reason": "length"},
+    ],
+)
+async def test_a_streamed_request_gets_the_same_reply_as_server_sent_events(scripted_server, step):
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=scripted_server.base_url, api_key="sk-test")
+    messages = scripted([step])
+    whole = await client.chat.completions.create(model="m", messages=messages)
+    stream = await client.chat.completions.create(
+        model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+    )
+    content, calls, finish, usage = "", {}, None, None
+    async for chunk in stream:
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            for call in choice.delta.tool_calls or []:
+                calls[call.index] = (call.id, call.function.name, call.function.arguments)
+            finish = choice.finish_reason or finish
+    await client.close()
+    message = whole.choices[0].message
+    assert content == (message.content or "")
+    assert list(calls.values()) == [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or []]
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens

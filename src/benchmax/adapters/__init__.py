@@ -1,4 +1,4 @@
-"""Other frameworks' envs, run unchanged as benchmax envs: ``inspect:``, ``reasoning-gym:``, and the rest.
+"""Other frameworks' envs, run unchanged as benchmax envs: ``inspect:``, ``reasoning-gym:``, ``verifiers:``, ...
 
 Each adapter maps a framework's env onto the ``BaseEnv`` contract declaratively (its dataset
 becomes examples, its prompt shaping builds ``prompt_messages``, its own scorers score), so
@@ -18,11 +18,13 @@ from benchmax.adapters._specs import (
     adapter_env_name,
     is_adapter_spec,
 )
+from benchmax.adapters._verifiers import VerifiersEnv
 
 __all__ = [
     "ADAPTER_PREFIXES",
     "InspectEnv",
     "ReasoningGymEnv",
+    "VerifiersEnv",
     "adapter_directory",
     "adapter_env_class",
     "adapter_env_name",

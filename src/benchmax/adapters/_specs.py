@@ -54,7 +54,7 @@ def adapter_directory(spec: str) -> Path | None:
 
 def adapter_env_name(spec: str) -> str:
     """A run's name for an adapter env: the task (``inspect:evals/arith.py@addition`` -> ``addition``, or the
-    file's stem), the env id, or the reasoning-gym tasks joined by ``+``."""
+    file's stem), the env or taskset id (without a hub owner or version), or the reasoning-gym tasks joined by ``+``."""
     prefix, _, rest = spec.partition(":")
     if prefix == "inspect":
         file, _, task = rest.partition("@")
@@ -62,4 +62,6 @@ def adapter_env_name(spec: str) -> str:
     if prefix == "reasoning-gym":
         return "+".join(part.strip() for part in rest.split(",") if part.strip()) or "reasoning-gym"
     name = rest.rstrip("/").rsplit("/", 1)[-1]
+    if prefix == "verifiers":
+        name = name.partition("@")[0]  # a hub id, owner/name@version, names its taskset name
     return name or prefix

@@ -28,6 +28,9 @@ default an echo) answers. Steps::
                                                        prompt_tokens_details, as OpenAI sends it;
                                                        total_tokens, when given, as given)
 
+A request with ``"stream": true`` gets the reply as server-sent events (role,
+content, tool calls, finish, usage when ``stream_options.include_usage``, ``[DONE]``).
+
 Without a ``usage`` step the usage counts a quarter token per character of the
 prompt's text and of the answer (at least 1 each).
 
@@ -274,7 +277,10 @@ class ScriptedServer:
                     headers=step.get("headers"),
                 )
             return _error(int(step["status"]), str(step.get("message", "scripted error")))
-        return web.Response(body=self._completion(body, step), content_type="application/json")
+        completion = self._completion(body, step)
+        if body.get("stream") is True:
+            return await _streamed(request, completion, body.get("stream_options"))
+        return web.Response(body=completion, content_type="application/json")
 
     async def _fault(self, request: web.Request, fail: Mapping[str, Any]) -> web.StreamResponse:
         if "body" in fail:
@@ -350,6 +356,34 @@ class ScriptedServer:
                 "content": [{"token": c, "logprob": -0.5} for c in (text or " ")]
             }
         return orjson.dumps(data)
+
+
+async def _streamed(request: web.Request, completion: bytes, options: Any) -> web.StreamResponse:
+    """The reply as server-sent events, as OpenAI streams one: role, content, tool calls, finish, usage, DONE."""
+    data = orjson.loads(completion)
+    choice = data["choices"][0]
+    message = choice["message"]
+    head = {"id": data["id"], "object": "chat.completion.chunk", "created": data["created"], "model": data["model"]}
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    events = [event({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        events.append(event({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(event({"tool_calls": [{"index": index, **call}]}))
+    events.append(event({}, choice["finish_reason"]))
+    if isinstance(options, Mapping) and options.get("include_usage"):
+        events.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": data["usage"]}) + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    for chunk in events:
+        await response.write(chunk)
+    await response.write_eof()
+    return response
 
 
 async def _truncated(request: web.Request) -> web.StreamResponse:
