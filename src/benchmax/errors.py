@@ -5,15 +5,19 @@ errors say what went wrong and what to do, so no traceback is needed. Anything
 else that escapes is a bug, and keeps its traceback.
 
 Every exception class in ``benchmax``, with the package it lives in (a second
-base in brackets: ``except ValueError`` catches it too)::
+base in brackets: ``except ValueError`` catches it too; ``benchmax.inspector.InspectorError``
+is another name for ``AccessError``)::
 
     BenchmaxError (Exception)                                 benchmax.errors
+    ├── AccessError (ValueError)                              benchmax.access
     ├── BundlingError                                         benchmax.bundle
     ├── CacheError                                            benchmax.client
     ├── DatasetError (ValueError)                             benchmax.envs
     │   ├── DatasetNotFound (FileNotFoundError)               benchmax.envs
     │   ├── DatasetRowTypeError (TypeError)                   benchmax.envs
-    │   └── SftDatasetError                                   benchmax.sft
+    │   ├── EndlessDatasetError                               benchmax.envs
+    │   ├── SftDatasetError                                   benchmax.sft
+    │   └── UnknownLevelError                                 benchmax.envs
     ├── EmbeddedModelError (RuntimeError)                     benchmax.local
     ├── EnvDefinitionError (TypeError, ValueError)            benchmax.envs
     ├── EnvSpecError (ValueError)                             benchmax.envs
@@ -21,7 +25,6 @@ base in brackets: ``except ValueError`` catches it too)::
     ├── IncompatibleRuntimeError                              benchmax.bundle
     │   ├── IncompatibleBenchmaxError                         benchmax.bundle
     │   └── IncompatiblePythonError                           benchmax.bundle
-    ├── InspectorError (ValueError)                           benchmax.inspector
     ├── ModelAuthError (ValueError)                           benchmax.auth
     ├── ModelError                                            benchmax.client
     │   ├── EndpointDown                                      benchmax.client
@@ -30,10 +33,13 @@ base in brackets: ``except ValueError`` catches it too)::
     ├── ModelNotFound (FileNotFoundError)                     benchmax.train
     ├── PriceTableError (ValueError)                          benchmax.client
     ├── ProxyError                                            benchmax.proxy
+    ├── ReplyTooLarge (ValueError)                            benchmax.bounded
+    ├── RescoreRefused (ValueError)                           benchmax.runner
     ├── RolloutFailure (RuntimeError)                         benchmax.envs
     │   └── JudgeError                                        benchmax.rewards
     ├── RunStopped                                            benchmax.runner
     ├── SandboxError (RuntimeError)                           benchmax.sandbox
+    │   ├── SandboxEnded                                      benchmax.sandbox
     │   └── SandboxUnavailable                                benchmax.sandbox
     ├── SchemaError (RuntimeError)                            benchmax.store
     ├── ServeError (ValueError)                               benchmax.serve
@@ -43,6 +49,7 @@ base in brackets: ``except ValueError`` catches it too)::
     ├── TemplateError (ValueError)                            benchmax.train
     ├── TraceFormatError (ValueError)                         benchmax.traces
     ├── TrainError (ValueError)                               benchmax.train
+    │   └── CurriculumError                                   benchmax.train
     └── WireError (ValueError)                                benchmax.remote
 
 Outside the root, on purpose: signals inside one mechanism, caught where they are
@@ -63,9 +70,12 @@ sees them (``ToolError`` is 0.2.x's: a tool's failure, which the model reads)::
     _Died (Exception)                                         benchmax.local
     _GroupTimeout (Exception)                                 benchmax.engine
     _InvalidReply (ValueError)                                benchmax.rewards
+    _Malformed (ValueError)                                   benchmax.engine
     _ProtocolError (ValueError)                               benchmax.sandbox
+    _ReachedGenerate (Exception)                              benchmax.adapters
     _Refused (Exception)                                      benchmax.serve
     _Retryable (Exception)                                    benchmax.client
+    _SolverNeedsModel (Exception)                             benchmax.adapters
 
 ``tests/test_errors.py`` keeps this drawing true: a class added, moved or re-parented
 anywhere in ``src/benchmax`` fails it until it is drawn here.
