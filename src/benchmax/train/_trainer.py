@@ -31,13 +31,14 @@ from benchmax.runner import LocalExecutor, RunMeta, RunOrigin, RunSession, defau
 from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
-from benchmax.train._curriculum import ExamplePool, Sampler, Uniform, parse_curriculum
+from benchmax.train._curriculum import ExamplePool, Sampler
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
 from benchmax.train._progress import CURVES, StepCallback, write_logs
 from benchmax.train._report import StepReport
 from benchmax.train._rollouts import RolloutBridge
+from benchmax.train._samplers import Uniform, parse_curriculum
 from benchmax.train._trl import CHECKPOINTS, freeze_below, grpo_trainer, loadable_by_vllm
 from benchmax.train._vllm import vllm_policy
 
