@@ -36,8 +36,9 @@ from benchmax.engine._config import EngineConfig
 from benchmax.engine._env_turns import EnvTurn, env_turn, with_answer
 from benchmax.engine._logs import LogSink, place_by_time
 from benchmax.engine._records import GroupResult, StoredRollout
-from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, require_a_component, turn_end_reason
-from benchmax.engine._scoring import InvalidRewards, check_group_rewards, check_rewards, merge_rewards
+from benchmax.engine._rules import goes_to_scoring, reject_failure_rewards, turn_end_reason
+from benchmax.engine._score_steps import _ScoreSteps
+from benchmax.engine._scoring import InvalidRewards, check_rewards
 from benchmax.engine._tools import assistant_message, parse_tool_calls, run_tool_calls, validate_tools
 from benchmax.envs import (
     BaseEnv,
@@ -45,7 +46,6 @@ from benchmax.envs import (
     EnvDefinitionError,
     Environment,
     Example,
-    LogEntry,
     RolloutAttempt,
     RolloutFailure,
     RolloutOutcome,
@@ -63,10 +63,7 @@ from benchmax.envs import (
 )
 from benchmax.telemetry import (
     end_rollout,
-    fail_span,
-    group_span,
     leave_rollout,
-    span,
     start_rollout,
     trace_id,
     traced_context,
@@ -98,7 +95,7 @@ def _tune_gc() -> None:
         gc.set_threshold(*_GC_TUNED)
 
 
-class Engine:
+class Engine(_ScoreSteps):
     def __init__(
         self,
         env: Environment[Any, Any],
@@ -510,90 +507,6 @@ class Engine:
             turns=tuple(attempt.turns),
         )
 
-    async def _score(self, attempt: _Attempt) -> None:
-        assert isinstance(self.env, BaseEnv)
-        attempt.sink.phase = "reward"
-        with span("compute_reward") as active:
-            await self._score_with(attempt)
-            if attempt.scoring_error is not None:
-                fail_span(active, str(attempt.reason), attempt.scoring_error)
-
-    async def _score_with(self, attempt: _Attempt) -> None:
-        assert isinstance(self.env, BaseEnv)
-        try:
-            raw = await self.env.compute_reward(self._view(attempt))
-            attempt.rewards = check_rewards(raw, hook="compute_reward") if raw is not None else None
-        except RolloutFailure as exc:
-            logger.error("compute_reward failed: %s (%s)", exc.message, exc.termination_reason)
-            attempt.settle(exc.termination_reason, exc.message)
-        except InvalidRewards as exc:
-            logger.error("%s", exc)
-            attempt.settle(TerminationReason.REWARD_ERROR, str(exc))
-        except Exception as exc:
-            logger.exception("compute_reward raised %s", type(exc).__name__)
-            attempt.settle(TerminationReason.REWARD_ERROR, f"compute_reward raised {type(exc).__name__}: {exc}")
-
-    async def _score_group(self, attempts: Sequence[_Attempt]) -> tuple[LogEntry, ...]:
-        scorable = [
-            attempt for attempt in attempts if goes_to_scoring(attempt.reason, self._scorable, not attempt.scorable)
-        ]
-        if not scorable:
-            return ()
-        sink = LogSink(max_records=self.config.max_log_records, phase="group_reward")
-        traced = group_span([attempt.span for attempt in scorable]) if self._has_group_reward else None
-        with capture_logs(sink):
-            try:
-                if traced is None:
-                    merged = await self._group_rewards(scorable)
-                else:
-                    with traced:
-                        merged = await self._group_rewards(scorable)
-            except RolloutFailure as exc:
-                logger.error("compute_group_rewards failed: %s (%s)", exc.message, exc.termination_reason)
-                for attempt in scorable:
-                    attempt.settle(exc.termination_reason, exc.message)
-            except InvalidRewards as exc:
-                logger.error("%s", exc)
-                for attempt in scorable:
-                    attempt.settle(TerminationReason.GROUP_REWARD_ERROR, str(exc))
-            except _GroupTimeout as exc:
-                for attempt in scorable:
-                    attempt.settle(TerminationReason.GROUP_REWARD_ERROR, str(exc))
-            except Exception as exc:
-                logger.exception("compute_group_rewards raised %s", type(exc).__name__)
-                for attempt in scorable:
-                    attempt.settle(
-                        TerminationReason.GROUP_REWARD_ERROR,
-                        f"compute_group_rewards raised {type(exc).__name__}: {exc}",
-                    )
-            else:
-                for attempt in scorable:
-                    attempt.rewards = merged[attempt.request.rollout_id]
-        return sink.freeze()
-
-    async def _group_rewards(self, scorable: Sequence[_Attempt]) -> dict[str, dict[str, float]]:
-        """Each scored sibling's rewards with the group hook's merged in; the 0.2.x checks raise."""
-        by_id: dict[str, dict[str, float]] = {}
-        if self._has_group_reward:
-            views = [self._view(attempt) for attempt in scorable]
-            try:
-                async with asyncio.timeout(self.config.rollout_timeout) as deadline:
-                    raw = await self.env.compute_group_rewards(views)  # type: ignore[arg-type]
-            except TimeoutError:
-                if deadline.expired():
-                    raise _GroupTimeout(
-                        f"compute_group_rewards ran past the {self.config.rollout_timeout:g}s rollout limit"
-                    ) from None
-                raise
-            by_id = check_group_rewards(raw, views)
-        merged = {}
-        for attempt in scorable:
-            rollout_id = attempt.request.rollout_id
-            rewards = merge_rewards(attempt.rewards or {}, by_id.get(rollout_id, {}), rollout_id)
-            require_a_component(rewards, attempt.reason, rollout_id)
-            merged[rollout_id] = rewards
-        return merged
-
     def _outcome(self, attempt: _Attempt) -> RolloutOutcome:
         request = attempt.request
         self._end_trace(attempt)
@@ -614,10 +527,6 @@ class Engine:
             scoring_error=attempt.scoring_error,
             trace_id=attempt.trace_id,
         )
-
-
-class _GroupTimeout(Exception):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
