@@ -149,15 +149,7 @@ async def arescore(
         dict(auth or {}),
         mix,
     )
-    scorer = _Scorer(job)
-    scorer.load()  # fails early, before the new run exists, when the env cannot rescore
-    assert scorer.env is not None
-    kept = replay_parts(scorer.env)
-    try:
-        refuse_stale_outcomes(kept, source)
-    except BaseException:
-        await scorer.aclose()
-        raise
+    scorer, kept = await _loaded_scorer(job, source)
     origin = RunOrigin(
         env=type(scorer.env) if mix is None else scorer.env,
         spec=spec if mix is None else None,
@@ -183,6 +175,21 @@ async def arescore(
         finally:
             await asyncio.to_thread(stop_telemetry, traces)  # queued spans go out, bounded by the export timeout
     return target
+
+
+async def _loaded_scorer(job: _Job, source: Path) -> tuple[_Scorer, dict[str, list[str]]]:
+    """The scorer with its env loaded, and the env's replayed parts: both fail here, before the
+    new run exists, when the env cannot rescore ``source``."""
+    scorer = _Scorer(job)
+    scorer.load()
+    assert scorer.env is not None
+    kept = replay_parts(scorer.env)
+    try:
+        refuse_stale_outcomes(kept, source)
+    except BaseException:
+        await scorer.aclose()
+        raise
+    return scorer, kept
 
 
 def _new_session(

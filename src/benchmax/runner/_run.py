@@ -16,7 +16,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,6 +40,7 @@ from benchmax.mix import EnvMix
 from benchmax.runner._config import EMBEDDED, RunConfig
 from benchmax.runner._endpoint import Endpoint, EndpointWatch, OutageSource, model_endpoint
 from benchmax.runner._executor import GroupExecutor, LocalExecutor, SlotClaim
+from benchmax.runner._plan import _batch, _pending, _Plan, _plan
 from benchmax.runner._provenance import RunOrigin
 from benchmax.runner._replay import replay_parts
 from benchmax.runner._session import GroupKey, RunSession
@@ -345,63 +346,6 @@ def _clients(executor: GroupExecutor, config: RunConfig) -> ClientPool:
     return config.engine.client_pool()
 
 
-_KEEP_PENDING = 100_000
-"""Pending groups the planning pass keeps (a resumed run's are usually few) instead of finding them again."""
-
-
-@dataclass(slots=True)
-class _Plan:
-    """What the planning pass found: the dataset's size, the groups left per batch, and
-    the pending groups themselves when they are few enough to keep."""
-
-    examples: int
-    left_in_batch: dict[int, int]
-    pending: list[tuple[GroupKey, Example[Any]]] | None
-
-
-def _plan(session: RunSession, config: RunConfig, examples: Iterable[Example[Any]]) -> _Plan:
-    per_batch = config.groups_per_batch()
-    plan = _Plan(0, {}, [])
-    for chunk in _pending_chunks(session, config.split, examples, sync=True):
-        plan.examples += chunk.examples
-        for key, _ in chunk.pending:
-            batch = _batch(key.example_index, per_batch)
-            plan.left_in_batch[batch] = plan.left_in_batch.get(batch, 0) + 1
-        if plan.pending is not None:
-            plan.pending.extend(chunk.pending)
-            if len(plan.pending) > _KEEP_PENDING:
-                plan.pending = None
-    return plan
-
-
-@dataclass(frozen=True, slots=True)
-class _Chunk:
-    examples: int
-    pending: list[tuple[GroupKey, Example[Any]]]
-
-
-def _pending_chunks(
-    session: RunSession, split: str, examples: Iterable[Example[Any]], *, sync: bool
-) -> Iterator[_Chunk]:
-    """The dataset in chunks, each with those of its groups not stored yet."""
-    for size, pending in session.pending_examples(split, examples, sync=sync):
-        yield _Chunk(size, pending)
-
-
-async def _pending(
-    session: RunSession, split: str, examples: Iterable[Example[Any]], plan: _Plan
-) -> AsyncIterator[tuple[GroupKey, Example[Any]]]:
-    """The groups to run, in dataset order: the planned ones, or found again chunk by chunk."""
-    if plan.pending is not None:
-        for item in plan.pending:
-            yield item
-        return
-    chunks = _pending_chunks(session, split, examples, sync=False)
-    while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
-        for item in chunk.pending:
-            yield item
-
-
 async def _schedule(
     config: RunConfig,
     executor: GroupExecutor,
@@ -589,10 +533,6 @@ def _source_file(env: Environment[Any, Any]) -> str | None:
     except TypeError:
         return None
     return str(Path(source).resolve()) if source else None
-
-
-def _batch(index: int, per_batch: int | None) -> int:
-    return 0 if per_batch is None else index // per_batch
 
 
 def _install_sigterm() -> Callable[[], None]:
