@@ -25,13 +25,14 @@ from typing import Any
 from benchmax.aio import LoopThread
 from benchmax.engine import Engine, EngineConfig, GroupResult
 from benchmax.envs import BaseEnv, Environment, Example, SamplingParams, has_levels, is_endless
-from benchmax.loading import EnvSpec, data_directories, open_examples
-from benchmax.mix import EnvMix, MemberSpec, MixSpec
+from benchmax.loading import EnvSpec, open_examples
+from benchmax.mix import EnvMix
 from benchmax.runner import LocalExecutor, RunMeta, RunOrigin, RunSession, default_run_dir
 from benchmax.telemetry import TelemetrySession, start_telemetry, stop_telemetry
 from benchmax.train import _model as model_loading
 from benchmax.train._config import TrainConfig, TrainError, TrainResult, _auto_async_steps
 from benchmax.train._curriculum import ExamplePool, Sampler
+from benchmax.train._env_loading import _train_env
 from benchmax.train._eval import POLICY_URL, EvalSummary, eval_policy
 from benchmax.train._plot import component_curves, env_curves
 from benchmax.train._policy import InProcessPolicy, TokenPolicy
@@ -221,15 +222,7 @@ def build(
     config = replace(config or TrainConfig(), **overrides)
     config, sampler = _curriculum(config, sampler)
     env_obj, owns_env, mix, spec_name, places, config = _train_env(env, config)
-    config = replace(config, env=spec_name)
-    if config.async_steps is None:
-        steps, why = _auto_async_steps(config)
-        config = replace(config, async_steps=steps)
-        logger.info("async_steps=%d by default: %s (--async-steps K to choose)", steps, why)
-    if config.threads:
-        import torch
-
-        torch.set_num_threads(config.threads)
+    config = _settled(replace(config, env=spec_name))
     run_dir = _run_dir(config)
     loop = LoopThread(name="benchmax-train-loop")
     run_session = None
@@ -257,14 +250,7 @@ def build(
         policy = InProcessPolicy(
             model, tokenizer, default_max_tokens=config.max_tokens, batch_window=config.batch_window
         )
-        engine: Engine | LocalExecutor
-        if mix is None:
-            engine = Engine(env_obj, EngineConfig(telemetry=config.telemetry))
-        else:
-            # the runner's mixture executor: one engine per member on one client pool, each group
-            # routed to its example's env; every member's tools are checked before the probe
-            engine = LocalExecutor(mix, EngineConfig(telemetry=config.telemetry))
-            loop.run(engine.start())
+        engine = _engine(env_obj, mix, config, loop)
         engine.clients.register(POLICY_URL, policy)
         sampling = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens)
         origin = RunOrigin(
@@ -315,6 +301,32 @@ def build(
         envs=tuple(sorted({example.env for example in dataset if example.env is not None})),
         telemetry=telemetry,
     )
+
+
+def _settled(config: TrainConfig) -> TrainConfig:
+    """The config with ``async_steps`` chosen when left to benchmax, and torch's threads set as asked."""
+    from dataclasses import replace
+
+    if config.async_steps is None:
+        steps, why = _auto_async_steps(config)
+        config = replace(config, async_steps=steps)
+        logger.info("async_steps=%d by default: %s (--async-steps K to choose)", steps, why)
+    if config.threads:
+        import torch
+
+        torch.set_num_threads(config.threads)
+    return config
+
+
+def _engine(env: BaseEnv | EnvMix, mix: EnvMix | None, config: TrainConfig, loop: LoopThread) -> Engine | LocalExecutor:
+    """What runs each group: the env's engine, or for a mixture the runner's mixture executor (one
+    engine per member on one client pool, each group routed to its example's env; every member's
+    tools are checked before the probe)."""
+    if mix is None:
+        return Engine(env, EngineConfig(telemetry=config.telemetry))
+    engine = LocalExecutor(mix, EngineConfig(telemetry=config.telemetry))
+    loop.run(engine.start())
+    return engine
 
 
 def _bridge(
@@ -372,45 +384,6 @@ def _curriculum(config: TrainConfig, sampler: Sampler | None) -> tuple[TrainConf
     return config, None
 
 
-def _train_env(
-    env: str | BaseEnv | EnvMix, config: TrainConfig
-) -> tuple[Any, bool, EnvMix | None, str, tuple[Path, ...], TrainConfig]:
-    """The env trained on (given, or loaded from its spec or the config's mixture), whether the
-    session owns it, its mixture, its name, where its data is read, and the config naming its mixture."""
-    from dataclasses import replace
-
-    mix: EnvMix | None = None
-    if isinstance(env, EnvMix):
-        env_obj, owns_env, mix = env, False, env
-        spec_name = config.env or "+".join(member.name for member in env.members)
-        places: tuple[Path, ...] = (Path(config.data_dir or Path.cwd()),)
-        if config.mix is None:
-            config = replace(config, mix=_mix_spec(env))
-    elif isinstance(env, BaseEnv):
-        env_obj, owns_env = env, False
-        spec_name = config.env or type(env).__name__
-        places = (Path(config.data_dir or Path.cwd()),)
-    elif config.mix is not None:
-        if env:
-            raise TrainError(f"give the env {env!r} or the mixture (config.mix), not both")
-        # loaded first, before the model: an env that fails to load names itself and nothing is created
-        loader = LoopThread(name="benchmax-mix-load")
-        try:
-            env_obj = mix = loader.run(EnvMix.load(config.mix))
-        finally:
-            loader.close()
-        owns_env = True
-        spec_name = config.env or "+".join(member.name for member in config.mix.members)
-        places = (Path.cwd(),)
-    else:
-        spec_name = env or config.env
-        if not spec_name:
-            raise TrainError("no environment given: pass ENV (path/to/env.py[:Class], module:Class or a directory)")
-        env_obj, places = _load_env(spec_name, config)
-        owns_env = True
-    return env_obj, owns_env, mix, spec_name, places, config
-
-
 def _generation_policy(
     config: TrainConfig,
     trainer: Any,
@@ -450,27 +423,6 @@ def _generation_policy(
     else:
         bridge.before_step = partial(_set_version, policy)
     return policy, probe_policy
-
-
-def _mix_spec(mix: EnvMix) -> MixSpec | None:
-    """How a mixture given as an instance is stored, so ``benchmax train --resume`` can load it again:
-    known when every member was loaded from a spec (``None`` otherwise: resume it from Python)."""
-    members = []
-    for member in mix.members:
-        if member.spec is None:
-            return None
-        members.append(
-            MemberSpec(
-                member.name,
-                member.spec,
-                member.weight,
-                dict(member.env_kwargs),
-                member.max_examples,
-                # one directory: the one given (the default is the env's directory and its data/)
-                member.data_dirs[0] if len(member.data_dirs) == 1 else None,
-            )
-        )
-    return MixSpec(tuple(members), seed=mix.seed)
 
 
 async def _pool(
@@ -547,15 +499,6 @@ def _vllm_sync(trainer: Any, policy: TokenPolicy, *, asynchronous: bool) -> Call
         policy.version = step
 
     return before_step
-
-
-def _load_env(spec: str, config: TrainConfig) -> tuple[BaseEnv, tuple[Path, ...]]:
-    """The env, and where its data is looked for (its train split picks the one that holds it)."""
-    env_spec = EnvSpec(spec, dict(config.env_kwargs or {}))
-    env = env_spec.load()
-    if not isinstance(env, BaseEnv):
-        raise TrainError(f"{spec}: {type(env).__name__} is not a BaseEnv; training drives the standard model loop")
-    return env, data_directories(env_spec, config.data_dir)
 
 
 def _run_dir(config: TrainConfig) -> Path:
