@@ -55,6 +55,10 @@ def trainer_class() -> type:
         benchmax_turn_discount = 1.0
         benchmax_drop_unscorable = False
 
+        # two steps of the trainer's, written below as functions of it
+        _benchmax_turn_advantages = _turn_advantages
+        _benchmax_weigh = _weigh
+
         def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
             output = super()._generate_and_score_completions(inputs)
             batch = getattr(self.rollout_func, "last", None)
@@ -72,35 +76,6 @@ def trainer_class() -> type:
                 output["advantages"] = self._benchmax_turn_advantages(batch, output["completion_ids"])
                 return output
             return add_sequence_rows(self, output, batch.extra)
-
-        def _benchmax_turn_advantages(self, batch: Any, completion_ids: torch.Tensor) -> torch.Tensor:
-            """Per-token advantages from per-turn returns, shaped like ``completion_ids``."""
-            from benchmax.train._credit import token_advantages
-
-            weights = [float(weight) for weight in self.reward_weights.tolist()]
-            outcomes: list[float | None] = []
-            for reward_map, outcome in zip(batch.rewards, batch.outcomes, strict=True):
-                values = [
-                    weight * reward_map[name]
-                    for name, weight in zip(self.reward_func_names, weights, strict=True)
-                    if reward_map.get(name) is not None
-                ]
-                dropped = self.benchmax_drop_unscorable and not outcome.scored
-                outcomes.append(None if dropped or not values else sum(values))
-            rows = token_advantages(
-                batch.sequences,
-                batch.outcomes,
-                outcomes,
-                self.num_generations,
-                mode="per_turn",
-                gamma=self.benchmax_turn_discount,
-                scale=self.scale_rewards != "none",
-            )
-            advantages = torch.zeros(completion_ids.shape, dtype=torch.float32)
-            for row, values in enumerate(rows):
-                width = min(len(values), advantages.shape[1])
-                advantages[row, :width] = torch.tensor(values[:width], dtype=torch.float32)
-            return advantages.to(completion_ids.device)
 
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
             self._benchmax_inputs = inputs
@@ -144,35 +119,68 @@ def trainer_class() -> type:
                 compute_entropy=compute_entropy,
             )
 
-        def _benchmax_weigh(self, inputs: dict[str, Any], logps: torch.Tensor) -> None:
-            sampling = inputs.get("sampling_per_token_logps")
-            if sampling is None:
-                return
-            mask = inputs["completion_mask"]
-            if "tool_mask" in inputs:
-                mask = mask * inputs["tool_mask"]
-            mask = mask.to(logps.dtype)
-            log_ratio = logps.detach() - sampling
-            known = mask.bool() & ~torch.isnan(sampling)
-            if known.any():
-                mode = "train" if self.model.training else "eval"
-                _log_ratio_figures(self._metrics[mode], log_ratio[known], self.args.vllm_importance_sampling_clip_max)
-            if not self.benchmax_correct or getattr(self, "use_vllm", False):
-                return
-            weights = importance_weights(
-                log_ratio,
-                mask,
-                mode=self.args.vllm_importance_sampling_mode,
-                cap=self.args.vllm_importance_sampling_clip_max,
-                floor=self.args.vllm_importance_sampling_clip_min,
-            )
-            # weigh the advantages as generated, however often TRL hands this batch over
-            advantages = inputs.setdefault("benchmax_advantages", inputs["advantages"])
-            if advantages.dim() == 1:
-                advantages = advantages.unsqueeze(1)
-            inputs["advantages"] = advantages * weights
-
     return BenchmaxGRPOTrainer
+
+
+def _turn_advantages(trainer: Any, batch: Any, completion_ids: torch.Tensor) -> torch.Tensor:
+    """Per-token advantages from per-turn returns, shaped like ``completion_ids``."""
+    from benchmax.train._credit import token_advantages
+
+    weights = [float(weight) for weight in trainer.reward_weights.tolist()]
+    outcomes: list[float | None] = []
+    for reward_map, outcome in zip(batch.rewards, batch.outcomes, strict=True):
+        values = [
+            weight * reward_map[name]
+            for name, weight in zip(trainer.reward_func_names, weights, strict=True)
+            if reward_map.get(name) is not None
+        ]
+        dropped = trainer.benchmax_drop_unscorable and not outcome.scored
+        outcomes.append(None if dropped or not values else sum(values))
+    rows = token_advantages(
+        batch.sequences,
+        batch.outcomes,
+        outcomes,
+        trainer.num_generations,
+        mode="per_turn",
+        gamma=trainer.benchmax_turn_discount,
+        scale=trainer.scale_rewards != "none",
+    )
+    advantages = torch.zeros(completion_ids.shape, dtype=torch.float32)
+    for row, values in enumerate(rows):
+        width = min(len(values), advantages.shape[1])
+        advantages[row, :width] = torch.tensor(values[:width], dtype=torch.float32)
+    return advantages.to(completion_ids.device)
+
+
+def _weigh(trainer: Any, inputs: dict[str, Any], logps: torch.Tensor) -> None:
+    """The loss's advantages weighed by each token's truncated importance ratio (in-process generation
+    only: TRL weighs vLLM's), and the ratio's figures logged whatever generates."""
+    sampling = inputs.get("sampling_per_token_logps")
+    if sampling is None:
+        return
+    mask = inputs["completion_mask"]
+    if "tool_mask" in inputs:
+        mask = mask * inputs["tool_mask"]
+    mask = mask.to(logps.dtype)
+    log_ratio = logps.detach() - sampling
+    known = mask.bool() & ~torch.isnan(sampling)
+    if known.any():
+        mode = "train" if trainer.model.training else "eval"
+        _log_ratio_figures(trainer._metrics[mode], log_ratio[known], trainer.args.vllm_importance_sampling_clip_max)
+    if not trainer.benchmax_correct or getattr(trainer, "use_vllm", False):
+        return
+    weights = importance_weights(
+        log_ratio,
+        mask,
+        mode=trainer.args.vllm_importance_sampling_mode,
+        cap=trainer.args.vllm_importance_sampling_clip_max,
+        floor=trainer.args.vllm_importance_sampling_clip_min,
+    )
+    # weigh the advantages as generated, however often TRL hands this batch over
+    advantages = inputs.setdefault("benchmax_advantages", inputs["advantages"])
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(1)
+    inputs["advantages"] = advantages * weights
 
 
 def _log_ratio_figures(metrics: Any, values: torch.Tensor, cap: float | None) -> None:
