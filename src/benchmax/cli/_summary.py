@@ -47,19 +47,7 @@ def render_summary(
                 str(figures.filled),
             )
         console.print(components)
-    if stats.turn_rewards:
-        turns = Table(title="turn rewards (from env_response; not part of the outcome)", title_justify="left")
-        for column in ("component", "mean per turn", "turns", "mean sum per rollout", "rollouts"):
-            turns.add_column(column, justify="left" if column == "component" else "right")
-        for name, figures in stats.turn_rewards.items():
-            turns.add_row(
-                escape(name),
-                f"{figures.mean:.4f}",
-                str(figures.turns),
-                f"{figures.per_rollout:.4f}",
-                str(figures.rollouts),
-            )
-        console.print(turns)
+    _render_turn_rewards(console, stats)
 
     overview = Table(title="run", title_justify="left", show_header=False)
     overview.add_column("figure")
@@ -122,6 +110,24 @@ def render_summary(
 
     render_examples(console, stats)
     render_samples(console, stats.samples)
+
+
+def _render_turn_rewards(console: Console, stats: RunStats) -> None:
+    """The rewards ``env_response`` gave turns, apart from the outcome's components (none: no table)."""
+    if not stats.turn_rewards:
+        return
+    turns = Table(title="turn rewards (from env_response; not part of the outcome)", title_justify="left")
+    for column in ("component", "mean per turn", "turns", "mean sum per rollout", "rollouts"):
+        turns.add_column(column, justify="left" if column == "component" else "right")
+    for name, figures in stats.turn_rewards.items():
+        turns.add_row(
+            escape(name),
+            f"{figures.mean:.4f}",
+            str(figures.turns),
+            f"{figures.per_rollout:.4f}",
+            str(figures.rollouts),
+        )
+    console.print(turns)
 
 
 def render_suite(console: Console, envs: Sequence[EnvFigures]) -> None:
