@@ -267,24 +267,7 @@ def compare(
             means_a, means_b = _component_means(conn, "main"), _component_means(conn, "other")
             shared_pass = None
         else:
-            # the pass rates over the shared examples only: whole-run rates would differ by the
-            # examples one run has and the other lacks, even where no shared example changed
-            passes = (
-                "SELECT CAST(SUM(f.passed) AS REAL) / SUM(f.rollouts) FROM {side}.example_figures AS f"
-                " JOIN {other}.example_figures AS g ON g.example_id = f.example_id AND g.rollouts > 0"
-                " WHERE f.rollouts > 0"
-            )
-            shared_pass = {
-                "a": conn.execute(passes.format(side="main", other="other")).fetchone()[0],
-                "b": conn.execute(passes.format(side="other", other="main")).fetchone()[0],
-            }
-            shared = (
-                "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
-                " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
-                " GROUP BY c.component"
-            )
-            means_a = dict(conn.execute(shared.format(side="main", other="other")).fetchall())
-            means_b = dict(conn.execute(shared.format(side="other", other="main")).fetchall())
+            shared_pass, means_a, means_b = _shared_figures(conn)
         ids = [row[0] for row in rows]
         marks = ",".join("?" * len(ids))
         per_page: dict[tuple[str, str], dict[str, float]] = {}
@@ -327,6 +310,28 @@ def compare(
         "common": common or 0,
         "examples": Page(page_rows, total, offset, limit).to_dict(),
     })
+
+
+def _shared_figures(conn: sqlite3.Connection) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """Each run's pass rate and component means over the shared examples only: whole-run figures
+    would differ by the examples one run has and the other lacks, even where no shared example changed."""
+    passes = (
+        "SELECT CAST(SUM(f.passed) AS REAL) / SUM(f.rollouts) FROM {side}.example_figures AS f"
+        " JOIN {other}.example_figures AS g ON g.example_id = f.example_id AND g.rollouts > 0"
+        " WHERE f.rollouts > 0"
+    )
+    shared_pass = {
+        "a": conn.execute(passes.format(side="main", other="other")).fetchone()[0],
+        "b": conn.execute(passes.format(side="other", other="main")).fetchone()[0],
+    }
+    shared = (
+        "SELECT c.component, SUM(c.value_sum) / SUM(c.count) FROM {side}.example_components AS c"
+        " JOIN {other}.example_figures AS f ON f.example_id = c.example_id AND f.rollouts > 0"
+        " GROUP BY c.component"
+    )
+    means_a = dict(conn.execute(shared.format(side="main", other="other")).fetchall())
+    means_b = dict(conn.execute(shared.format(side="other", other="main")).fetchall())
+    return shared_pass, means_a, means_b
 
 
 def _component_means(conn: sqlite3.Connection, side: str) -> dict[str, float]:
