@@ -63,7 +63,7 @@ class _Observer:
     def on_start(self, **_: object) -> None:
         pass
 
-    def on_group(self, result: object) -> None:
+    def on_group(self, result: object, *, env: str | None = None) -> None:
         outcomes = result.outcomes  # type: ignore[attr-defined]
         latency = max(o.ended_at for o in outcomes) - min(o.started_at for o in outcomes)
         self.recorder.group_done(latency, _reasons(outcomes))

@@ -43,7 +43,7 @@ class _Clock:
     def on_start(self, **_: Any) -> None:
         self.started = time.perf_counter()
 
-    def on_group(self, result: Any) -> None:
+    def on_group(self, result: Any, *, env: str | None = None) -> None:
         self.last = time.perf_counter()
         self.groups += 1
         self.failures += sum(

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,16 +273,22 @@ def _inspector(run_dir: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
     )
     assert process.stdout is not None
     line = process.stdout.readline()
-    match = re.search(r"(http://\S+?)/?$", line.strip())
+    match = re.search(r"(http://[^\s?]+?)/?(?:\?token=(\S+))?$", line.strip())
     if not match:
         process.kill()
         raise RuntimeError(f"inspector did not start: {line!r}")
+    _TOKEN[:] = [match.group(2)] if match.group(2) else []  # an inspector with a token prints it in its link
     return process, match.group(1)
+
+
+_TOKEN: list[str] = []
+"""The running inspector's token, sent as ``Authorization: Bearer`` (older trees print none)."""
 
 
 def _get(url: str) -> float:
     clock = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=120) as reply:
+    headers = {"Authorization": f"Bearer {urllib.parse.unquote(_TOKEN[0])}"} if _TOKEN else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120) as reply:
         reply.read()
         if reply.status != 200:
             raise RuntimeError(f"{url}: HTTP {reply.status}")
