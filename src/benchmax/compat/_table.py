@@ -87,7 +87,14 @@ MODULES: dict[str, OldModule] = {
     ),
     "benchmax.envs.base.dataset": OldModule(
         public=("JsonRow", "JsonlDataset", "resolve_dataset_path"),
-        names={"JsonRow": "benchmax.envs", "JsonlDataset": "benchmax.envs", "resolve_dataset_path": "benchmax.envs"},
+        names={
+            "Dataset": "benchmax.envs",
+            "Example": "benchmax.envs",
+            "JsonRow": "benchmax.envs",
+            "JsonlDataset": "benchmax.envs",
+            "resolve_dataset_path": "benchmax.envs",
+            "validate_max_examples": "benchmax.envs",
+        },
     ),
     "benchmax.envs.base.env": OldModule(
         public=("BaseEnv", "BaseRollout"),
@@ -221,6 +228,7 @@ MODULES: dict[str, OldModule] = {
         names={
             "DatasetSplit": "benchmax.envs",
             "Example": "benchmax.envs",
+            "ModelAuth": "benchmax.auth",
             "RewardMap": "benchmax.envs",
             "RolloutAttempt": "benchmax.envs",
             "RolloutFailure": "benchmax.envs",
