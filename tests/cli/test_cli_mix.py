@@ -131,7 +131,7 @@ def _groups(run_dir: Path) -> int:
 
 
 def test_a_stopped_mixture_resumes_running_only_each_envs_missing_groups(tmp_path, server):
-    envs = _envs(tmp_path, rows=(6, 4, 2), sleep=0.1)
+    envs = _envs(tmp_path, rows=(6, 4, 2), sleep=0.3)  # a window of seconds to stop it in, on a loaded machine too
     run_dir = tmp_path / "run"
     proc = start_cli(
         "eval", *envs, "--base-url", server.base_url, "--model", "scripted", "--run-dir", run_dir,
