@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -30,6 +29,7 @@ from typing import Any
 import reasoning_gym
 from reasoning_gym.utils import SYSTEM_PROMPTS, extract_answer
 
+from benchmax.adapters import split_seed
 from benchmax.envs import BaseEnv, BaseRollout, DatasetSplit, EndlessDataset, ListDataset, check_level
 from benchmax.rewards import extract_completion_text, run_sync
 
@@ -53,17 +53,6 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 _HELD_OUT_OFFSET = 2**30
 """An endless train split's item that repeats a held-out question is replaced by the item this far on."""
-
-
-def split_seed(seed: int, split: str) -> int:
-    """The generator seed of one split: a hash of (seed, split), far from every other.
-
-    reasoning-gym seeds item ``i`` with ``Random(seed + i)``, so seeds that differ
-    by less than the dataset size would share items; hashed seeds 2**32 apart
-    at random do not (in practice).
-    """
-    digest = hashlib.sha256(f"benchmax-reasoning-gym:{seed}:{split}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
 
 
 @functools.cache
